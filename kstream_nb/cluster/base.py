@@ -1,0 +1,205 @@
+"""The contract between the runtime and a cluster: admin, producer, consumer and group membership.
+
+The embedded cluster (``memory://``) and the Kafka adapter (confluent-kafka) both implement it; the
+runtime only talks to these interfaces.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """What a topic should look like when created."""
+
+    name: str
+    partitions: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic as the cluster describes it."""
+
+    name: str
+    partitions: int
+    config: Mapping[str, str]
+    beginning_offsets: tuple[int, ...]
+    end_offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where a produced record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What a group member asks for when it joins: topics and opaque data for the assignor."""
+
+    topics: frozenset[str]
+    userdata: Any = None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What a group member gets: partitions and opaque data from the assignor."""
+
+    partitions: frozenset[TopicPartition]
+    userdata: Any = None
+
+
+class GroupAssignor(Protocol):
+    """Decides which member of a group gets which partitions (runs once per rebalance)."""
+
+    def assign(
+        self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, Assignment]: ...
+
+
+class RebalanceListener(Protocol):
+    """Callbacks run inside ``poll()`` of the member's own thread, as in Kafka."""
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None: ...
+
+
+class Admin(ABC):
+    """Topic administration."""
+
+    @abstractmethod
+    def create_topics(self, specs: Iterable[TopicSpec], exist_ok: bool = False) -> None: ...
+
+    @abstractmethod
+    def list_topics(self) -> list[str]: ...
+
+    @abstractmethod
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Raises ``UnknownTopicError`` naming the topic when it does not exist."""
+
+    @abstractmethod
+    def delete_topics(self, names: Iterable[str]) -> None: ...
+
+    @abstractmethod
+    def partition_count(self, name: str) -> int | None:
+        """Number of partitions, or None when the topic does not exist."""
+
+    @abstractmethod
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    @abstractmethod
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+
+class Producer(ABC):
+    """Writes records; ``partition=None`` means Kafka's default partitioner on the key bytes."""
+
+    @abstractmethod
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+    ) -> RecordMetadata | None:
+        """Returns the metadata when known synchronously (embedded cluster), else None."""
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
+        """Writes decoded records to one partition; clusters that store bytes serialize them."""
+        for i in range(len(batch)):
+            value = batch.values.iloc[i].to_dict()
+            self.send(
+                topic,
+                batch.key_serde.serialize(topic, batch.keys[i]),
+                batch.value_serde.serialize(topic, value),
+                int(batch.timestamps[i]),
+                batch.headers[i] if batch.headers else (),
+                partition,
+            )
+
+    @abstractmethod
+    def flush(self, timeout: float = 30.0) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Consumer(ABC):
+    """Reads records, either by group subscription or by manual assignment."""
+
+    @abstractmethod
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        listener: RebalanceListener | None = None,
+        assignor: GroupAssignor | None = None,
+        userdata: Callable[[], Any] | None = None,
+    ) -> None:
+        """Joins the group; ``userdata`` is called at each rebalance to build this member's subscription."""
+
+    @abstractmethod
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment (no group), e.g. for restoring a store from its changelog."""
+
+    @abstractmethod
+    def assignment(self) -> set[TopicPartition]: ...
+
+    @abstractmethod
+    def poll(self, timeout: float, max_records: int = 10_000) -> list[FetchedBatch]: ...
+
+    @abstractmethod
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    @abstractmethod
+    def position(self, partition: TopicPartition) -> int: ...
+
+    @abstractmethod
+    def pause(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    @abstractmethod
+    def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    @abstractmethod
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Synchronously commits, for each partition, the offset of the next record to read."""
+
+    @abstractmethod
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]: ...
+
+    @abstractmethod
+    def request_rebalance(self) -> None:
+        """Asks the group to rebalance (e.g. after the subscription userdata changed)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Leaves the group (its partitions are reassigned to the remaining members)."""
+
+
+class Cluster(ABC):
+    """A place where topics live: hands out admin, producers and consumers."""
+
+    bootstrap_servers: str
+
+    @abstractmethod
+    def admin(self) -> Admin: ...
+
+    @abstractmethod
+    def producer(self, config: Mapping[str, Any] | None = None) -> Producer: ...
+
+    @abstractmethod
+    def consumer(self, group_id: str | None, config: Mapping[str, Any] | None = None) -> Consumer:
+        """``config`` keys follow Kafka's names where they apply (``auto.offset.reset``, ``client.id``)."""
