@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
+from kstream_nb.errors import StreamsError
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,14 @@ class RebalanceListener(Protocol):
     def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None: ...
 
 
+class TopicExistsError(StreamsError):
+    """A topic to create already exists."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} already exists")
+        self.topic = topic
+
+
 class Admin(ABC):
     """Topic administration."""
 
@@ -102,6 +111,10 @@ class Admin(ABC):
     @abstractmethod
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
+    def create_partitions(self, name: str, new_total: int) -> None:
+        """Grows a topic to ``new_total`` partitions (Kafka never shrinks a topic)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
+
 
 class Producer(ABC):
     """Writes records; ``partition=None`` means Kafka's default partitioner on the key bytes."""
@@ -120,8 +133,7 @@ class Producer(ABC):
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         """Writes decoded records to one partition; clusters that store bytes serialize them."""
-        for i in range(len(batch)):
-            value = batch.values.iloc[i].to_dict()
+        for i, value in enumerate(batch.values.to_dict("records")):
             self.send(
                 topic,
                 batch.key_serde.serialize(topic, batch.keys[i]),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kstream_nb.errors import SerializationError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,22 +64,125 @@ class ColumnarBatch:
 
 
 @dataclass(slots=True)
+class ProducerRecord:
+    """A record to produce: decoded key and value, optional timestamp (ms) and headers."""
+
+    key: Any
+    value: Any
+    timestamp: int | None = None
+    headers: Any = None
+
+
 class FetchedBatch:
     """Consecutive records of one partition returned by a poll.
 
-    ``records`` always holds the records (serialized); ``columnar`` is set when the log stored them as
-    decoded columns, so a reader can process the batch column-wise without deserializing.
+    ``records`` holds the records (serialized); ``columnar`` is set when the log stored them as decoded
+    columns, so a reader can process the batch column-wise: then ``records`` is built on first access.
+    Offsets may have gaps (compacted topics); ``next_offset`` is where the next fetch starts.
     """
 
-    topic: str
-    partition: int
-    base_offset: int
-    records: list[ConsumerRecord]
-    columnar: ColumnarBatch | None = field(default=None)
+    __slots__ = (
+        "_count",
+        "_next_offset",
+        "_records",
+        "_timestamp_type",
+        "base_offset",
+        "columnar",
+        "partition",
+        "topic",
+    )
 
-    def __len__(self) -> int:
-        return len(self.records)
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        base_offset: int,
+        records: list[ConsumerRecord] | None = None,
+        columnar: ColumnarBatch | None = None,
+        next_offset: int | None = None,
+        timestamp_type: int = CREATE_TIME,
+    ) -> None:
+        if records is None and columnar is None:
+            raise ValueError("FetchedBatch needs records or a columnar batch")
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        self.columnar = columnar
+        self._records = records
+        self._count = len(records) if records is not None else len(columnar)  # type: ignore[arg-type]
+        if next_offset is None:
+            next_offset = records[-1].offset + 1 if records else base_offset + self._count
+        self._next_offset = next_offset
+        self._timestamp_type = timestamp_type
+
+    @property
+    def records(self) -> list[ConsumerRecord]:
+        """The records as ConsumerRecords; serializes a columnar batch on first access."""
+        if self._records is None:
+            assert self.columnar is not None
+            self._records = columnar_to_records(
+                self.topic, self.partition, self.base_offset, self.columnar, self._timestamp_type
+            )
+        return self._records
+
+    @property
+    def materialized(self) -> bool:
+        """Whether ``records`` has been built (always true for raw batches)."""
+        return self._records is not None
 
     @property
     def next_offset(self) -> int:
-        return self.base_offset + len(self.records)
+        return self._next_offset
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        kind = "columnar" if self.columnar is not None else "raw"
+        return (
+            f"FetchedBatch({self.topic}-{self.partition}, {self._count} {kind} records, "
+            f"offsets {self.base_offset}..{self._next_offset - 1})"
+        )
+
+
+def columnar_to_records(
+    topic: str, partition: int, base_offset: int, batch: ColumnarBatch, timestamp_type: int = CREATE_TIME
+) -> list[ConsumerRecord]:
+    """Serializes a columnar batch into ConsumerRecords with contiguous offsets from ``base_offset``."""
+    key_ser = batch.key_serde.serialize
+    value_ser = batch.value_serde.serialize
+    values = batch.values.to_dict("records")
+    timestamps = batch.timestamps.tolist()
+    headers = batch.headers
+    return [
+        ConsumerRecord(
+            topic,
+            partition,
+            base_offset + i,
+            int(timestamps[i]),
+            key_ser(topic, key),
+            value_ser(topic, values[i]),
+            headers[i] if headers else (),
+            timestamp_type,
+        )
+        for i, key in enumerate(batch.keys)
+    ]
+
+
+def normalize_headers(headers: Any) -> Headers:
+    """Headers as a tuple of (str, bytes | None); accepts a mapping or pairs, str values are UTF-8."""
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for name, value in items:
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        elif isinstance(value, bytearray | memoryview):
+            value = bytes(value)
+        elif value is not None and not isinstance(value, bytes):
+            raise SerializationError(
+                f"header {name!r} must be bytes, str or None, got {type(value).__name__}"
+            )
+        out.append((str(name), value))
+    return tuple(out)

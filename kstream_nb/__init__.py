@@ -1,0 +1,86 @@
+"""kstream_nb: Kafka Streams, brought into Jupyter, in Python.
+
+Build a topology with ``StreamsBuilder``, run it with ``KafkaStreams`` (embedded ``memory://`` cluster by
+default), test it with ``TopologyTestDriver``, and feed/inspect topics with ``produce``/``read_topic``.
+"""
+
+from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.cluster.serdes import Serde, Serdes
+from kstream_nb.cluster.topic_io import produce, read_topic
+from kstream_nb.dsl.builder import StreamsBuilder
+from kstream_nb.dsl.grouped import KGroupedStream, KGroupedTable
+from kstream_nb.dsl.kstream import KStream
+from kstream_nb.dsl.ktable import KTable
+from kstream_nb.errors import (
+    DeserializationError,
+    MissingSourceTopicError,
+    ProcessingError,
+    StreamsError,
+    TopologyError,
+)
+from kstream_nb.processor.api import (
+    STREAM_TIME,
+    WALL_CLOCK_TIME,
+    Change,
+    KeyValue,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+)
+from kstream_nb.processor.expressions import col, lit
+from kstream_nb.processor.timestamps import (
+    FieldTimestampExtractor,
+    RecordTimestampExtractor,
+    TimestampExtractor,
+    WallclockTimestampExtractor,
+)
+from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.test_driver import TopologyTestDriver
+from kstream_nb.state.builders import Stores
+from kstream_nb.state.timestamped import ValueAndTimestamp
+from kstream_nb.topology.topology import Topology
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STREAM_TIME",
+    "WALL_CLOCK_TIME",
+    "Change",
+    "DeserializationError",
+    "FieldTimestampExtractor",
+    "KGroupedStream",
+    "KGroupedTable",
+    "KStream",
+    "KTable",
+    "KafkaStreams",
+    "KeyValue",
+    "MissingSourceTopicError",
+    "Processor",
+    "ProcessorContext",
+    "ProcessingError",
+    "PunctuationType",
+    "Record",
+    "RecordTimestampExtractor",
+    "Serde",
+    "Serdes",
+    "State",
+    "Stores",
+    "StreamsBuilder",
+    "StreamsConfig",
+    "StreamsError",
+    "ThreadFailureResponse",
+    "TimestampExtractor",
+    "TopicPartition",
+    "Topology",
+    "TopologyError",
+    "TopologyTestDriver",
+    "ValueAndTimestamp",
+    "WallclockTimestampExtractor",
+    "col",
+    "lit",
+    "produce",
+    "read_topic",
+    "running_apps",
+]

@@ -1,0 +1,321 @@
+"""Serdes: turn keys and values into bytes and back, byte-compatible with Kafka's Java serdes."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from kstream_nb.errors import SerializationError
+
+_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _preview(data: bytes | bytearray | memoryview, limit: int = 32) -> str:
+    raw = bytes(data[:limit])
+    return repr(raw) + ("..." if len(data) > limit else "")
+
+
+def _deser_error(serde: Serde, topic: str, data: bytes, exc: BaseException | str) -> SerializationError:
+    return SerializationError(
+        f"{type(serde).__name__} cannot deserialize data of topic {topic!r} "
+        f"({len(data)} bytes, starting {_preview(data)}): {exc}"
+    )
+
+
+def _ser_error(serde: Serde, topic: str, data: Any, exc: BaseException | str) -> SerializationError:
+    return SerializationError(
+        f"{type(serde).__name__} cannot serialize a {type(data).__name__} for topic {topic!r}: {exc}"
+    )
+
+
+class Serde(ABC):
+    """Serializer and deserializer of one type; ``None`` always maps to ``None`` (a Kafka null)."""
+
+    @abstractmethod
+    def serialize(self, topic: str, data: Any) -> bytes | None: ...
+
+    @abstractmethod
+    def deserialize(self, topic: str, data: bytes | None) -> Any: ...
+
+    @staticmethod
+    def of(serialize: Callable[[Any], bytes | None], deserialize: Callable[[bytes], Any]) -> FunctionSerde:
+        """A serde from two plain functions (they receive the data only, never None)."""
+        return FunctionSerde(serialize, deserialize)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _json_default(obj: Any) -> Any:
+    """Converts values orjson does not know natively (pandas, numpy extras, sets) to JSON types."""
+    import numpy as np
+    import pandas as pd
+
+    if obj is pd.NaT or obj is pd.NA:
+        return None
+    if isinstance(obj, pd.Timestamp):
+        return obj.isoformat()
+    if isinstance(obj, pd.Timedelta):
+        return obj.isoformat()
+    if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
+        return obj.isoformat()
+    if isinstance(obj, _dt.timedelta):
+        return obj.total_seconds()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=repr)
+    if isinstance(obj, tuple):
+        return list(obj)
+    if isinstance(obj, pd.Series):
+        return obj.tolist()
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return bytes(obj).decode("utf-8", errors="backslashreplace")
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
+class JsonSerde(Serde):
+    """JSON via orjson; handles numpy scalars/arrays, pandas Timestamps (ISO strings) and datetimes."""
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            return orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            raise _ser_error(self, topic, data, exc) from exc
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise _deser_error(self, topic, data, exc) from exc
+
+
+class StringSerde(Serde):
+    """UTF-8 strings (Java's StringSerializer)."""
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        if not isinstance(data, str):
+            raise _ser_error(self, topic, data, "expected str")
+        return data.encode("utf-8")
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _deser_error(self, topic, data, exc) from exc
+
+
+class BytesSerde(Serde):
+    """Bytes as they are (Java's ByteArraySerializer); accepts bytes, bytearray and memoryview."""
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        if isinstance(data, bytes):
+            return data
+        if isinstance(data, bytearray | memoryview):
+            return bytes(data)
+        raise _ser_error(self, topic, data, "expected bytes, bytearray or memoryview")
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        return data
+
+
+class _FixedWidthSerde(Serde):
+    """Big-endian fixed-width numbers, as Kafka's Java number serializers write them."""
+
+    _format: str = ""
+    _width: int = 0
+    _convert: Callable[[Any], Any] = int
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            return struct.pack(self._format, type(self)._convert(data))
+        except (struct.error, TypeError, ValueError, OverflowError) as exc:
+            raise _ser_error(self, topic, data, exc) from exc
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if len(data) != self._width:
+            raise _deser_error(
+                self, topic, data, f"size of data received is {len(data)}, expected {self._width} bytes"
+            )
+        return struct.unpack(self._format, data)[0]
+
+
+def _to_int(data: Any) -> int:
+    if isinstance(data, float):
+        raise TypeError("expected an int, got a float")
+    return int(data)
+
+
+class ShortSerde(_FixedWidthSerde):
+    """16-bit signed integers (Java's ShortSerializer)."""
+
+    _format, _width, _convert = ">h", 2, staticmethod(_to_int)
+
+
+class IntegerSerde(_FixedWidthSerde):
+    """32-bit signed integers (Java's IntegerSerializer)."""
+
+    _format, _width, _convert = ">i", 4, staticmethod(_to_int)
+
+
+class LongSerde(_FixedWidthSerde):
+    """64-bit signed integers (Java's LongSerializer)."""
+
+    _format, _width, _convert = ">q", 8, staticmethod(_to_int)
+
+
+class FloatSerde(_FixedWidthSerde):
+    """IEEE 754 single precision (Java's FloatSerializer)."""
+
+    _format, _width, _convert = ">f", 4, float
+
+
+class DoubleSerde(_FixedWidthSerde):
+    """IEEE 754 double precision (Java's DoubleSerializer)."""
+
+    _format, _width, _convert = ">d", 8, float
+
+
+class FunctionSerde(Serde):
+    """A serde made of two user functions; equal when both functions are the same."""
+
+    def __init__(self, serialize: Callable[[Any], bytes | None], deserialize: Callable[[bytes], Any]) -> None:
+        self.serialize_fn = serialize
+        self.deserialize_fn = deserialize
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            result = self.serialize_fn(data)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise _ser_error(self, topic, data, exc) from exc
+        if result is not None and not isinstance(result, bytes):
+            if isinstance(result, bytearray | memoryview):
+                return bytes(result)
+            raise _ser_error(self, topic, data, f"serializer returned {type(result).__name__}, not bytes")
+        return result
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return self.deserialize_fn(data)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise _deser_error(self, topic, data, exc) from exc
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FunctionSerde)
+            and self.serialize_fn == other.serialize_fn
+            and self.deserialize_fn == other.deserialize_fn
+        )
+
+    def __hash__(self) -> int:
+        return hash((FunctionSerde, self.serialize_fn, self.deserialize_fn))
+
+    def __repr__(self) -> str:
+        return f"FunctionSerde({self.serialize_fn!r}, {self.deserialize_fn!r})"
+
+
+_BY_NAME: dict[str, type[Serde]] = {
+    "json": JsonSerde,
+    "string": StringSerde,
+    "str": StringSerde,
+    "bytes": BytesSerde,
+    "short": ShortSerde,
+    "int": IntegerSerde,
+    "integer": IntegerSerde,
+    "long": LongSerde,
+    "float": FloatSerde,
+    "double": DoubleSerde,
+}
+
+SerdeSpec = Serde | type[Serde] | str
+
+
+def serde_from(spec: SerdeSpec) -> Serde:
+    """Resolves a Serde instance, a Serde class, or a name like ``"json"``/``"long"`` to a Serde."""
+    if isinstance(spec, Serde):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Serde) and spec is not FunctionSerde:
+        return spec()
+    if isinstance(spec, str) and spec.strip().lower() in _BY_NAME:
+        return _BY_NAME[spec.strip().lower()]()
+    raise ValueError(
+        f"unknown serde {spec!r}: use a Serde instance or class, Serde.of(ser, deser), or one of "
+        + ", ".join(repr(name) for name in _BY_NAME)
+    )
+
+
+class Serdes:
+    """Factory of the built-in serdes, mirroring Java's ``Serdes`` (``Serdes.long()``, ...)."""
+
+    @staticmethod
+    def json() -> Serde:
+        return JsonSerde()
+
+    @staticmethod
+    def string() -> Serde:
+        return StringSerde()
+
+    @staticmethod
+    def bytes() -> Serde:
+        return BytesSerde()
+
+    @staticmethod
+    def byte_array() -> Serde:
+        return BytesSerde()
+
+    @staticmethod
+    def short() -> Serde:
+        return ShortSerde()
+
+    @staticmethod
+    def integer() -> Serde:
+        return IntegerSerde()
+
+    @staticmethod
+    def long() -> Serde:
+        return LongSerde()
+
+    @staticmethod
+    def float() -> Serde:
+        return FloatSerde()
+
+    @staticmethod
+    def double() -> Serde:
+        return DoubleSerde()
+
+    @staticmethod
+    def of(serialize: Callable[[Any], Any], deserialize: Callable[[Any], Any]) -> Serde:
+        return FunctionSerde(serialize, deserialize)

@@ -1,0 +1,317 @@
+"""User helpers to feed a topic (``produce``) and look at one as a DataFrame (``read_topic``)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kstream_nb.cluster.base import Cluster, Producer, TopicSpec
+from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.memory_log import now_ms
+from kstream_nb.cluster.partitioner import default_partition
+from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, normalize_headers
+from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.errors import DeserializationError, SerializationError, StreamsError, UnknownTopicError
+
+RESERVED_COLUMNS = ("key", "timestamp", "partition", "headers")
+READ_COLUMNS = ["partition", "offset", "timestamp", "key", "value", "headers"]
+
+Timestamps = int | Sequence[int] | np.ndarray | None
+
+
+def produce(
+    topic: str,
+    records: Iterable[Any] | pd.DataFrame,
+    bootstrap_servers: str = "memory://",
+    partitions: int = 1,
+    timestamps: Timestamps = None,
+    key_serde: SerdeSpec = "json",
+    value_serde: SerdeSpec = "json",
+    headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+) -> int:
+    """Writes records to ``topic`` (created with ``partitions`` if missing); returns how many were written.
+
+    ``records``: values, (key, value) tuples, objects with ``key``/``value`` (and optional ``timestamp``,
+    ``headers``) attributes, or a DataFrame: with a ``value`` column one record per row; without one, the
+    non-reserved columns are the fields of dict values, stored as columnar batches.
+    ``timestamps``: one int ms per record, or a start ms (record i gets start + i).
+    """
+    cluster = connect(bootstrap_servers)
+    kser, vser = serde_from(key_serde), serde_from(value_serde)
+    admin = cluster.admin()
+    admin.create_topics([TopicSpec(topic, partitions)], exist_ok=True)
+    count = admin.partition_count(topic)
+    if count is None:
+        raise UnknownTopicError(topic)
+    producer = cluster.producer()
+    try:
+        if isinstance(records, pd.DataFrame):
+            if "value" in records.columns:
+                return _produce_rows_frame(producer, topic, records, timestamps, kser, vser, headers)
+            return _produce_columnar(producer, topic, records, count, timestamps, kser, vser, headers)
+        return _produce_items(producer, topic, list(records), timestamps, kser, vser, headers)
+    finally:
+        producer.flush()
+        producer.close()
+
+
+def _timestamp_list(timestamps: Timestamps, n: int) -> Sequence[int | None]:
+    if timestamps is None:
+        return [None] * n
+    if isinstance(timestamps, int | np.integer):
+        return list(range(int(timestamps), int(timestamps) + n))
+    ts = [int(t) for t in timestamps]
+    if len(ts) != n:
+        raise ValueError(f"got {len(ts)} timestamps for {n} records; give one per record or a start int")
+    return ts
+
+
+def _produce_items(
+    producer: Producer,
+    topic: str,
+    items: list[Any],
+    timestamps: Timestamps,
+    kser: Serde,
+    vser: Serde,
+    headers: Any,
+) -> int:
+    ts_list = _timestamp_list(timestamps, len(items))
+    default_headers = normalize_headers(headers)
+    for item, ts in zip(items, ts_list, strict=True):
+        rec_headers: Headers = default_headers
+        if not isinstance(item, Mapping) and hasattr(item, "key") and hasattr(item, "value"):
+            key, value = item.key, item.value
+            own_ts = getattr(item, "timestamp", None)
+            ts = ts if own_ts is None else int(own_ts)
+            own_headers = getattr(item, "headers", None)
+            if own_headers:
+                rec_headers = normalize_headers(own_headers)
+        elif isinstance(item, tuple) and len(item) == 2:
+            key, value = item
+        else:
+            key, value = None, item
+        producer.send(topic, kser.serialize(topic, key), vser.serialize(topic, value), ts, rec_headers)
+    return len(items)
+
+
+def _frame_timestamps(frame: pd.DataFrame, timestamps: Timestamps) -> np.ndarray:
+    n = len(frame)
+    if "timestamp" in frame.columns:
+        col = frame["timestamp"]
+        if pd.api.types.is_datetime64_any_dtype(col):
+            if col.isna().any():
+                raise ValueError("the timestamp column has missing values")
+            epoch = pd.Timestamp(0, tz=getattr(col.dt, "tz", None))
+            return ((col - epoch) // pd.Timedelta(milliseconds=1)).to_numpy(dtype=np.int64)
+        return col.to_numpy(dtype=np.int64)
+    if timestamps is None:
+        return np.full(n, now_ms(), dtype=np.int64)
+    if isinstance(timestamps, int | np.integer):
+        return np.arange(int(timestamps), int(timestamps) + n, dtype=np.int64)
+    ts = np.asarray(timestamps, dtype=np.int64)
+    if len(ts) != n:
+        raise ValueError(f"got {len(ts)} timestamps for {n} records; give one per record or a start int")
+    return ts
+
+
+def _frame_keys(frame: pd.DataFrame) -> list[Any]:
+    if "key" not in frame.columns:
+        return [None] * len(frame)
+    return [None if isinstance(k, float) and k != k else k for k in frame["key"].tolist()]
+
+
+def _frame_headers(frame: pd.DataFrame, headers: Any) -> list[Headers] | None:
+    if "headers" in frame.columns:
+        return [normalize_headers(h) for h in frame["headers"].tolist()]
+    default = normalize_headers(headers)
+    return [default] * len(frame) if default else None
+
+
+def _produce_rows_frame(
+    producer: Producer,
+    topic: str,
+    frame: pd.DataFrame,
+    timestamps: Timestamps,
+    kser: Serde,
+    vser: Serde,
+    headers: Any,
+) -> int:
+    keys = _frame_keys(frame)
+    ts = _frame_timestamps(frame, timestamps).tolist()
+    hdrs = _frame_headers(frame, headers)
+    parts = frame["partition"].astype(int).tolist() if "partition" in frame.columns else None
+    for i, value in enumerate(frame["value"].tolist()):
+        producer.send(
+            topic,
+            kser.serialize(topic, keys[i]),
+            vser.serialize(topic, value),
+            ts[i],
+            hdrs[i] if hdrs else (),
+            parts[i] if parts is not None else None,
+        )
+    return len(frame)
+
+
+def _produce_columnar(
+    producer: Producer,
+    topic: str,
+    frame: pd.DataFrame,
+    count: int,
+    timestamps: Timestamps,
+    kser: Serde,
+    vser: Serde,
+    headers: Any,
+) -> int:
+    fields = [c for c in frame.columns if c not in RESERVED_COLUMNS]
+    if not fields:
+        raise ValueError(
+            f"cannot produce to {topic!r}: the DataFrame needs a 'value' column or field columns "
+            f"besides {', '.join(RESERVED_COLUMNS)}"
+        )
+    n = len(frame)
+    if n == 0:
+        return 0
+    values = frame[fields].reset_index(drop=True)
+    vser.serialize(topic, values.iloc[0].to_dict())
+    keys = _frame_keys(frame)
+    ts = _frame_timestamps(frame, timestamps)
+    hdrs = _frame_headers(frame, headers)
+    targets = _target_partitions(topic, frame, keys, count, kser)
+    for p in sorted(set(targets.tolist())) if count > 1 or "partition" in frame.columns else [0]:
+        if len(targets) and np.all(targets == p):
+            batch = ColumnarBatch(keys, values, ts, kser, vser, hdrs)
+        else:
+            idx = np.flatnonzero(targets == p)
+            batch = ColumnarBatch(
+                [keys[i] for i in idx],
+                values.iloc[idx].reset_index(drop=True),
+                ts[idx],
+                kser,
+                vser,
+                [hdrs[i] for i in idx] if hdrs else None,
+            )
+        producer.send_columnar(topic, batch, int(p))
+    return n
+
+
+def _target_partitions(
+    topic: str, frame: pd.DataFrame, keys: list[Any], count: int, kser: Serde
+) -> np.ndarray:
+    if "partition" in frame.columns:
+        parts = frame["partition"].to_numpy(dtype=np.int64)
+        bad = parts[(parts < 0) | (parts >= count)]
+        if len(bad):
+            raise StreamsError(f"topic {topic!r} has no partition {int(bad[0])} (it has {count} partitions)")
+        return parts
+    if count == 1:
+        return np.zeros(len(keys), dtype=np.int64)
+    round_robin = itertools.count()
+    out = np.empty(len(keys), dtype=np.int64)
+    for i, key in enumerate(keys):
+        key_bytes = kser.serialize(topic, key)
+        out[i] = next(round_robin) % count if key_bytes is None else default_partition(key_bytes, count)
+    return out
+
+
+def read_topic(
+    topic: str,
+    bootstrap_servers: str = "memory://",
+    key_serde: SerdeSpec = "json",
+    value_serde: SerdeSpec = "json",
+    from_beginning: bool = True,
+    max_records: int | None = None,
+) -> pd.DataFrame:
+    """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
+
+    ``max_records`` caps the rows (partition by partition); with ``from_beginning=False`` it gives the
+    last ``max_records`` records of each partition (and nothing without it).
+    """
+    cluster = connect(bootstrap_servers)
+    kser, vser = serde_from(key_serde), serde_from(value_serde)
+    admin = cluster.admin()
+    count = admin.partition_count(topic)
+    if count is None:
+        raise UnknownTopicError(topic, f"topic {topic!r} does not exist on {bootstrap_servers}")
+    tps = [TopicPartition(topic, p) for p in range(count)]
+    begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
+    rows: dict[str, list[Any]] = {c: [] for c in READ_COLUMNS}
+    consumer = cluster.consumer(None, {"auto.offset.reset": "earliest"})
+    try:
+        for tp in tps:
+            limit = None if max_records is None else max_records - len(rows["offset"])
+            if limit is not None and limit <= 0:
+                break
+            if from_beginning:
+                start = begins[tp]
+            elif max_records is not None:
+                start, limit = max(begins[tp], ends[tp] - max_records), max_records
+            else:
+                continue
+            _read_partition(cluster, consumer, tp, start, ends[tp], limit, kser, vser, rows)
+    finally:
+        consumer.close()
+    return pd.DataFrame(
+        {
+            col: np.asarray(rows[col], dtype=np.int64)
+            if col in ("partition", "offset", "timestamp")
+            else pd.Series(rows[col], dtype=object)
+            for col in READ_COLUMNS
+        },
+        columns=READ_COLUMNS,
+    )
+
+
+def _read_partition(
+    cluster: Cluster,
+    consumer: Any,
+    tp: TopicPartition,
+    start: int,
+    end: int,
+    limit: int | None,
+    kser: Serde,
+    vser: Serde,
+    rows: dict[str, list[Any]],
+) -> None:
+    if start >= end:
+        return
+    consumer.assign([tp])
+    consumer.seek(tp, start)
+    taken = 0
+    while consumer.position(tp) < end and (limit is None or taken < limit):
+        before = consumer.position(tp)
+        batches = consumer.poll(0.0, 10_000 if limit is None else min(10_000, limit - taken))
+        if not batches and consumer.position(tp) == before:
+            break
+        for batch in batches:
+            for rec in batch.records:
+                if rec.offset >= end or (limit is not None and taken >= limit):
+                    break
+                try:
+                    key = kser.deserialize(rec.topic, rec.key)
+                except SerializationError as exc:
+                    raise DeserializationError(
+                        f"cannot deserialize the key: {exc}",
+                        topic=rec.topic,
+                        partition=rec.partition,
+                        offset=rec.offset,
+                    ) from exc
+                try:
+                    value = vser.deserialize(rec.topic, rec.value)
+                except SerializationError as exc:
+                    raise DeserializationError(
+                        f"cannot deserialize the value: {exc}",
+                        topic=rec.topic,
+                        partition=rec.partition,
+                        offset=rec.offset,
+                    ) from exc
+                rows["partition"].append(rec.partition)
+                rows["offset"].append(rec.offset)
+                rows["timestamp"].append(rec.timestamp)
+                rows["key"].append(key)
+                rows["value"].append(value)
+                rows["headers"].append(rec.headers)
+                taken += 1

@@ -1,0 +1,1 @@
+"""The fluent DSL (StreamsBuilder, KStream, KTable, grouped streams); it only builds topologies."""

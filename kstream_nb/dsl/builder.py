@@ -1,0 +1,91 @@
+"""``StreamsBuilder``: the entry point of the DSL; it only builds a ``Topology``, never runs it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.processor.table_ops import KTableSource
+from kstream_nb.state.builders import Stores
+from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
+from kstream_nb.topology.topology import Topology, default_name_factory
+
+if TYPE_CHECKING:
+    from kstream_nb.dsl.kstream import KStream
+    from kstream_nb.dsl.ktable import KTable
+    from kstream_nb.state.builders import StoreBuilder
+
+
+class StreamsBuilder:
+    """Builds a topology from KStream/KTable operations; ``build()`` returns it."""
+
+    def __init__(self) -> None:
+        self.topology = Topology()
+        self.new_name = default_name_factory()
+
+    def stream(
+        self,
+        topics: str | list[str],
+        key_serde: Any = None,
+        value_serde: Any = None,
+        timestamp_extractor: Any = None,
+        name: str | None = None,
+    ) -> KStream:
+        """A KStream over one or more topics (insert-only: every record is an event)."""
+        from kstream_nb.dsl.kstream import KStream
+
+        names = [topics] if isinstance(topics, str) else list(topics)
+        source = name or self.new_name("KSTREAM-SOURCE")
+        self.topology.add_source(
+            source, *names, key_serde=key_serde, value_serde=value_serde, timestamp_extractor=timestamp_extractor
+        )
+        return KStream(self, source, _serde(key_serde), _serde(value_serde))
+
+    def table(
+        self,
+        topic: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        timestamp_extractor: Any = None,
+        store: str | None = None,
+    ) -> KTable:
+        """A KTable over a topic: upsert by key, a null value deletes, null keys are dropped."""
+        from kstream_nb.dsl.ktable import KTable
+
+        source = self.new_name("KSTREAM-SOURCE")
+        self.topology.add_source(
+            source, topic, key_serde=key_serde, value_serde=value_serde, timestamp_extractor=timestamp_extractor
+        )
+        store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
+        self.add_timestamped_store(store_name, key_serde, value_serde)
+        node = self.new_name("KTABLE-SOURCE")
+        self.topology.add_processor(
+            node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
+        )
+        return KTable(self, node, _serde(key_serde), _serde(value_serde), store_name if store else None)
+
+    def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
+        """Adds a store that ``process(..., stores=[name])`` processors can use."""
+        self.topology.add_state_store(builder)
+        return self
+
+    def add_timestamped_store(self, name: str, key_serde: Any, value_serde: Any) -> None:
+        """The store of a KTable or aggregation: values with the timestamp of their last update."""
+        self.topology.add_state_store(
+            TimestampedKeyValueStoreBuilder(Stores.in_memory_key_value_store(name), key_serde, value_serde)
+        )
+
+    def build(self) -> Topology:
+        """The topology built so far, validated."""
+        self.topology.validate()
+        return self.topology
+
+
+def _serde(spec: Any) -> Any:
+    from kstream_nb.cluster.serdes import serde_from
+
+    return None if spec is None else serde_from(spec)
+
+
+def _supplier(cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """A processor supplier: a new ``cls(*args)`` per task."""
+    return lambda: cls(*args, **kwargs)

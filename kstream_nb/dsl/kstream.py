@@ -1,0 +1,287 @@
+"""``KStream``: an insert-only stream of records, with Kafka Streams' operations and pandas style."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.dsl.functions import check_callable, takes_key
+from kstream_nb.errors import TopologyError
+from kstream_nb.processor import stream_stateless as ops
+from kstream_nb.processor.table_ops import KTableSource
+from kstream_nb.processor.sink import StreamPartitioner
+
+if TYPE_CHECKING:
+    from kstream_nb.dsl.builder import StreamsBuilder
+    from kstream_nb.dsl.grouped import KGroupedStream
+    from kstream_nb.dsl.ktable import KTable
+
+
+class KStream:
+    """A stream of records; every operation adds a node to the builder's topology and returns a new stream.
+
+    ``repartition_required`` is set after an operation that may change keys (map, select_key, process...),
+    so that the next stateful operation first repartitions by the new key.
+    """
+
+    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any = None, value_serde: Any = None,
+                 repartition_required: bool = False) -> None:  # fmt: skip
+        self._builder = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.repartition_required = repartition_required
+
+    def _then(self, prefix: str, processor: Callable[[], Any], *, key_changing: bool = False,
+              name: str | None = None, parents: Iterable[str] | None = None) -> KStream:  # fmt: skip
+        node = name or self._builder.new_name(prefix)
+        self._builder.topology.add_processor(node, processor, *(parents or [self.node]))
+        return KStream(
+            self._builder, node, None if key_changing else self.key_serde, self.value_serde,
+            self.repartition_required or key_changing,
+        )  # fmt: skip
+
+    # ---- stateless -----------------------------------------------------------------------------
+
+    def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Keeps records where ``predicate(key, value)`` is true."""
+        check_callable(predicate, "filter")
+        return self._then("KSTREAM-FILTER", lambda: ops.KStreamFilter(predicate), name=name)
+
+    def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Drops records where ``predicate(key, value)`` is true."""
+        check_callable(predicate, "filter_not")
+        return self._then("KSTREAM-FILTER", lambda: ops.KStreamFilter(predicate, negate=True), name=name)
+
+    def map(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """``mapper(key, value) -> (new_key, new_value)``; marks the stream for repartitioning."""
+        check_callable(mapper, "map")
+        return self._then("KSTREAM-MAP", lambda: ops.KStreamMap(mapper), key_changing=True, name=name)
+
+    def map_values(self, mapper: Callable[..., Any], name: str | None = None) -> KStream:
+        """``mapper(value)`` or ``mapper(key, value)`` -> new value; the key is kept."""
+        with_key = takes_key(mapper, "map_values")
+        return self._then("KSTREAM-MAPVALUES", lambda: ops.KStreamMapValues(mapper, with_key), name=name)
+
+    def flat_map(self, mapper: Callable[[Any, Any], Iterable[Any]], name: str | None = None) -> KStream:
+        """``mapper(key, value) -> [(key, value), ...]``; marks the stream for repartitioning."""
+        check_callable(mapper, "flat_map")
+        return self._then("KSTREAM-FLATMAP", lambda: ops.KStreamFlatMap(mapper), key_changing=True, name=name)
+
+    def flat_map_values(self, mapper: Callable[..., Iterable[Any]], name: str | None = None) -> KStream:
+        """``mapper(value)`` or ``mapper(key, value)`` -> several values, each a record with the same key."""
+        with_key = takes_key(mapper, "flat_map_values")
+        return self._then("KSTREAM-FLATMAPVALUES", lambda: ops.KStreamFlatMapValues(mapper, with_key), name=name)
+
+    def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """``mapper(key, value) -> new_key``; marks the stream for repartitioning."""
+        check_callable(mapper, "select_key")
+        return self._then("KSTREAM-KEY-SELECT", lambda: ops.KStreamSelectKey(mapper), key_changing=True, name=name)
+
+    def peek(self, action: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Calls ``action(key, value)`` for each record and passes it on."""
+        check_callable(action, "peek")
+        return self._then("KSTREAM-PEEK", lambda: ops.KStreamPeek(action), name=name)
+
+    def foreach(self, action: Callable[[Any, Any], Any], name: str | None = None) -> None:
+        """Calls ``action(key, value)`` for each record (terminal)."""
+        check_callable(action, "foreach")
+        self._then("KSTREAM-FOREACH", lambda: ops.KStreamPeek(action, forward=False), name=name)
+
+    def split(self, name: str = "") -> BranchedKStream:
+        """Routes each record to the first branch whose predicate matches (``branch``/``default_branch``)."""
+        return BranchedKStream(self, name)
+
+    def merge(self, other: KStream, name: str | None = None) -> KStream:
+        """Both streams' records in processing order (no re-sorting by timestamp)."""
+        merged = self._then("KSTREAM-MERGE", ops.PassThrough, name=name, parents=[self.node, other.node])
+        merged.repartition_required = self.repartition_required or other.repartition_required
+        if (self.key_serde, self.value_serde) != (other.key_serde, other.value_serde):
+            merged.key_serde = merged.value_serde = None
+        return merged
+
+    def process(self, supplier: Callable[[], Any], stores: Iterable[Any] = (), name: str | None = None) -> KStream:
+        """Runs a Processor (``supplier()`` -> Processor, e.g. the class) with access to ``stores``.
+
+        ``stores`` are store names added with ``builder.add_state_store`` or store builders (added here).
+        """
+        if not callable(supplier):
+            raise TypeError(f"process needs a Processor class or a supplier function, got {supplier!r}")
+        names = []
+        for store in stores:
+            if isinstance(store, str):
+                names.append(store)
+            else:
+                if store.name not in self._builder.topology.store_builders:
+                    self._builder.add_state_store(store)
+                names.append(store.name)
+        node = name or self._builder.new_name("KSTREAM-PROCESSOR")
+        self._builder.topology.add_processor(node, supplier, self.node, stores=names)
+        return KStream(self._builder, node, None, None, True)
+
+    # ---- pandas style --------------------------------------------------------------------------
+
+    def __getitem__(self, item: Any) -> Any:
+        """``s["field"]`` a column expression, ``s[expr]`` filters by it, ``s[["a", "b"]]`` projects."""
+        from kstream_nb.processor import expressions as ex
+
+        if isinstance(item, str):
+            return ex.col(item)
+        if isinstance(item, ex.Expr):
+            return self._then("KSTREAM-FILTER", lambda: ops.KStreamExprFilter(item))
+        if isinstance(item, (list, tuple)) and all(isinstance(n, str) for n in item):
+            return self._then("KSTREAM-PROJECT", lambda: ops.KStreamProject(list(item)))
+        raise TypeError(f"KStream[...] takes a field name, a column expression or a list of names, got {item!r}")
+
+    def assign(self, **columns: Any) -> KStream:
+        """New or replaced fields of dict values: ``s.assign(total=s["price"] * s["qty"])``."""
+        if not columns:
+            raise TypeError("assign needs at least one name=expression")
+        return self._then("KSTREAM-ASSIGN", lambda: ops.KStreamAssign(columns))
+
+    # ---- topics --------------------------------------------------------------------------------
+
+    def to(self, topic: str, key_serde: Any = None, value_serde: Any = None,
+           partitioner: StreamPartitioner | None = None, name: str | None = None) -> None:  # fmt: skip
+        """Writes the stream to ``topic`` (key partitioned with murmur2 unless ``partitioner`` is given)."""
+        node = name or self._builder.new_name("KSTREAM-SINK")
+        self._builder.topology.add_sink(
+            node, topic, self.node,
+            key_serde=key_serde if key_serde is not None else self.key_serde,
+            value_serde=value_serde if value_serde is not None else self.value_serde,
+            partitioner=partitioner,
+        )  # fmt: skip
+
+    def through(self, topic: str, key_serde: Any = None, value_serde: Any = None,
+                partitioner: StreamPartitioner | None = None) -> KStream:  # fmt: skip
+        """Writes to a user topic (which must exist) and reads it back: a new sub-topology starts here."""
+        self.to(topic, key_serde, value_serde, partitioner)
+        return self._builder.stream(
+            topic,
+            key_serde=key_serde if key_serde is not None else self.key_serde,
+            value_serde=value_serde if value_serde is not None else self.value_serde,
+        )
+
+    def repartition(self, number_of_partitions: int | None = None, partitioner: StreamPartitioner | None = None,
+                    name: str | None = None, key_serde: Any = None, value_serde: Any = None) -> KStream:  # fmt: skip
+        """Re-distributes records by key through ``<application_id>-<name>-repartition``."""
+        if number_of_partitions is not None and number_of_partitions < 1:
+            raise ValueError(f"number_of_partitions must be >= 1, got {number_of_partitions}")
+        base = name or self._builder.new_name("KSTREAM-REPARTITION")
+        return self._through_internal(base, number_of_partitions, partitioner, key_serde, value_serde,
+                                      filter_null_keys=False)  # fmt: skip
+
+    def _through_internal(self, base: str, partitions: int | None, partitioner: StreamPartitioner | None,
+                          key_serde: Any, value_serde: Any, filter_null_keys: bool) -> KStream:  # fmt: skip
+        topic = f"{base}-repartition"
+        if topic in self._builder.topology.repartition_topics:
+            raise TopologyError(f"repartition topic {topic!r} already exists: give the operation another name")
+        self._builder.topology.add_repartition_topic(topic, partitions)
+        key_serde = key_serde if key_serde is not None else self.key_serde
+        value_serde = value_serde if value_serde is not None else self.value_serde
+        stream = self
+        if filter_null_keys:
+            stream = self._then(f"{base}-repartition-filter", lambda: ops.KStreamFilter(lambda k, v: k is not None),
+                                name=f"{base}-repartition-filter")  # fmt: skip
+        self._builder.topology.add_sink(
+            f"{base}-repartition-sink", topic, stream.node,
+            key_serde=key_serde, value_serde=value_serde, partitioner=partitioner,
+        )  # fmt: skip
+        source = f"{base}-repartition-source"
+        self._builder.topology.add_source(source, topic, key_serde=key_serde, value_serde=value_serde)
+        return KStream(self._builder, source, self._builder_serde(key_serde), self._builder_serde(value_serde))
+
+    @staticmethod
+    def _builder_serde(spec: Any) -> Any:
+        from kstream_nb.cluster.serdes import serde_from
+
+        return None if spec is None else serde_from(spec)
+
+    def repartitioned_if_required(self, base: str) -> KStream:
+        """This stream, or a repartitioned copy when an upstream operation may have changed the keys."""
+        if not self.repartition_required:
+            return self
+        return self._through_internal(base, None, None, None, None, filter_null_keys=True)
+
+    # ---- stateful ------------------------------------------------------------------------------
+
+    def group_by_key(self, key_serde: Any = None, value_serde: Any = None, name: str | None = None) -> KGroupedStream:
+        """Groups by the current key (repartitioning first if the key was changed upstream)."""
+        from kstream_nb.dsl.grouped import KGroupedStream
+
+        return KGroupedStream(self, key_serde, value_serde, name)
+
+    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Any = None, value_serde: Any = None,
+                 name: str | None = None) -> KGroupedStream:  # fmt: skip
+        """Groups by ``selector(key, value)``; always repartitions before aggregating."""
+        return self.select_key(selector).group_by_key(key_serde, value_serde, name)
+
+    def to_table(self, store: str | None = None, name: str | None = None) -> KTable:
+        """Reads the stream as a changelog: the latest value per key (null value deletes)."""
+        from kstream_nb.dsl.ktable import KTable
+
+        store_name = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
+        stream = self.repartitioned_if_required(store_name)
+        self._builder.add_timestamped_store(store_name, stream.key_serde, stream.value_serde)
+        node = name or self._builder.new_name("KSTREAM-TOTABLE")
+        self._builder.topology.add_processor(
+            node, lambda: KTableSource(store_name, store is not None), stream.node, stores=[store_name]
+        )
+        return KTable(self._builder, node, stream.key_serde, stream.value_serde, store_name if store else None)
+
+    def __repr__(self) -> str:
+        return f"KStream({self.node})"
+
+
+class BranchedKStream:
+    """``split()`` in progress: each ``branch`` adds a predicate; ``default_branch`` ends it."""
+
+    def __init__(self, stream: KStream, prefix: str) -> None:
+        self._stream = stream
+        self._prefix = prefix
+        self._node = stream._builder.new_name("KSTREAM-BRANCH")
+        self._predicates: list[Callable[[Any, Any], Any]] = []
+        self._names: list[str] = []
+        self._chains: list[Callable[[KStream], Any] | None] = []
+        self._done = False
+
+    def branch(self, predicate: Callable[[Any, Any], Any], name: str | None = None,
+               chain: Callable[[KStream], Any] | None = None) -> BranchedKStream:  # fmt: skip
+        """Records matching ``predicate(key, value)`` (and no earlier branch) go to this branch."""
+        check_callable(predicate, "branch")
+        self._predicates.append(predicate)
+        self._names.append(self._prefix + (name or str(len(self._predicates))))
+        self._chains.append(chain)
+        return self
+
+    def default_branch(self, name: str | None = None, chain: Callable[[KStream], Any] | None = None) -> dict[str, KStream]:
+        """Records matching no branch go here; returns the branches by name."""
+        return self._finish(self._prefix + (name or "0"), chain)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """Records matching no branch are dropped; returns the branches by name."""
+        return self._finish(None, None)
+
+    def _finish(self, default: str | None, default_chain: Callable[[KStream], Any] | None) -> dict[str, KStream]:
+        if self._done:
+            raise TopologyError("this split() is already finished")
+        self._done = True
+        builder, stream = self._stream._builder, self._stream
+        names = list(self._names) + ([default] if default else [])
+        chains = [*self._chains, default_chain] if default else list(self._chains)
+        children = [f"{self._node}-{n}" for n in names]
+        predicates = list(self._predicates)
+        child_default = children[-1] if default else None
+        builder.topology.add_processor(
+            self._node, lambda: ops.KStreamBranch(predicates, children[: len(predicates)], child_default), stream.node
+        )
+        branch_stream = KStream(builder, self._node, stream.key_serde, stream.value_serde, stream.repartition_required)
+        result: dict[str, KStream] = {}
+        for branch_name, child, chain in zip(names, children, chains):
+            out = branch_stream._then("", ops.PassThrough, name=child)
+            if chain is not None:
+                chained = chain(out)
+                if isinstance(chained, KStream):
+                    out = chained
+            result[branch_name] = out
+        return result

@@ -1,0 +1,84 @@
+"""``KTable``: a changelog stream read as a table (latest value per key)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.dsl.functions import check_callable, takes_key
+from kstream_nb.processor import table_ops
+
+if TYPE_CHECKING:
+    from kstream_nb.dsl.builder import StreamsBuilder
+    from kstream_nb.dsl.grouped import KGroupedTable
+    from kstream_nb.dsl.kstream import KStream
+
+
+class KTable:
+    """A table: each key's latest value; updates flow downstream as changes (new value, old value).
+
+    ``store_name`` is set when the table is materialized under a name a user can query.
+    """
+
+    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any = None, value_serde: Any = None,
+                 store_name: str | None = None) -> None:  # fmt: skip
+        self._builder = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.store_name = store_name
+
+    def _then(self, prefix: str, processor: Callable[[], Any], store: str | None, name: str | None) -> KTable:
+        builder = self._builder
+        node = name or builder.new_name(prefix)
+        builder.topology.add_processor(node, processor, self.node)
+        if store is None:
+            return KTable(builder, node, self.key_serde, self.value_serde)
+        builder.add_timestamped_store(store, self.key_serde, self.value_serde)
+        materialized = builder.new_name("KTABLE-MATERIALIZE")
+        builder.topology.add_processor(
+            materialized, lambda: table_ops.KTableMaterialize(store), node, stores=[store]
+        )
+        return KTable(builder, materialized, self.key_serde, self.value_serde, store)
+
+    def filter(self, predicate: Callable[[Any, Any], Any], store: str | None = None,
+               name: str | None = None) -> KTable:  # fmt: skip
+        """Rows where ``predicate(key, value)`` holds; a row that stops matching is deleted downstream."""
+        check_callable(predicate, "filter")
+        return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate), store, name)
+
+    def filter_not(self, predicate: Callable[[Any, Any], Any], store: str | None = None,
+                   name: str | None = None) -> KTable:  # fmt: skip
+        """Rows where ``predicate(key, value)`` does not hold."""
+        check_callable(predicate, "filter_not")
+        return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate, negate=True), store, name)
+
+    def map_values(self, mapper: Callable[..., Any], store: str | None = None, name: str | None = None) -> KTable:
+        """``mapper(value)`` or ``mapper(key, value)`` for every row; deletes stay deletes."""
+        with_key = takes_key(mapper, "map_values")
+        return self._then("KTABLE-MAPVALUES", lambda: table_ops.KTableMapValues(mapper, with_key), store, name)
+
+    def to_stream(self, name: str | None = None) -> KStream:
+        """Every update of the table as a stream record (a delete is a record with a None value)."""
+        from kstream_nb.dsl.kstream import KStream
+
+        node = name or self._builder.new_name("KTABLE-TOSTREAM")
+        self._builder.topology.add_processor(node, table_ops.KTableToStream, self.node)
+        return KStream(self._builder, node, self.key_serde, self.value_serde)
+
+    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Any = None, value_serde: Any = None,
+                 name: str | None = None) -> KGroupedTable:  # fmt: skip
+        """Re-keys rows with ``selector(key, value) -> (new_key, new_value)`` for aggregation."""
+        from kstream_nb.dsl.grouped import KGroupedTable
+
+        check_callable(selector, "group_by")
+        node = self._builder.new_name("KTABLE-SELECT")
+        self._builder.topology.add_processor(node, lambda: table_ops.KTableRepartitionMap(selector), self.node)
+        return KGroupedTable(self._builder, node, key_serde, value_serde, name)
+
+    def queryable_store_name(self) -> str | None:
+        """The name ``app.store(...)`` answers to, when the table was materialized with ``store=``."""
+        return self.store_name
+
+    def __repr__(self) -> str:
+        return f"KTable({self.node}{', store=' + repr(self.store_name) if self.store_name else ''})"

@@ -1,0 +1,1 @@
+"""Notebook integration (magics, widgets); reads only the runtime's public surface."""

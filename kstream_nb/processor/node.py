@@ -1,0 +1,258 @@
+"""Processor nodes of one task's graph and the per-node context that processors see."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kstream_nb.cluster.records import ColumnarBatch, Headers
+from kstream_nb.errors import ProcessingError, TopologyError
+from kstream_nb.processor.api import (
+    Cancellable,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+)
+from kstream_nb.processor.batch import RecordBatch
+
+if TYPE_CHECKING:
+    from kstream_nb.cluster.serdes import Serde
+    from kstream_nb.processor.timestamps import TimestampExtractor
+    from kstream_nb.state.store import StateStore
+
+
+class TaskHandle(Protocol):
+    """What a running task offers its nodes (implemented by the runtime's task and the test driver)."""
+
+    application_id: str
+    task_id: str
+    partition: int
+    current_topic: str | None
+    current_partition: int
+    current_offset: int
+    current_timestamp: int
+    current_headers: Headers
+    stream_time: int
+
+    def get_store(self, name: str) -> StateStore: ...
+
+    def schedule(
+        self, interval_ms: int, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
+    ) -> Cancellable: ...
+
+    def request_commit(self) -> None: ...
+
+    def wall_clock_ms(self) -> int: ...
+
+    def record_dropped(self, processor: str, reason: str) -> None: ...
+
+    def resolve_topic(self, name: str) -> str:
+        """The cluster topic for a topology topic name (internal topics get the application id prefix)."""
+        ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def send(
+        self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+        partition: int | None,
+    ) -> None: ...  # fmt: skip
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
+
+
+class ProcessorNode:
+    """One processor instance in a task, with its children and the stores it may use."""
+
+    __slots__ = ("children", "context", "name", "processor", "store_names")
+
+    def __init__(self, name: str, processor: Processor, store_names: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.processor = processor
+        self.store_names = store_names
+        self.children: list[ProcessorNode] = []
+        self.context: NodeContext | None = None
+
+    def init(self, task: TaskHandle) -> None:
+        self.context = NodeContext(self, task)
+        try:
+            self.processor.init(self.context)
+        except ProcessingError:
+            raise
+        except Exception as e:
+            raise ProcessingError(
+                f"init failed: {type(e).__name__}: {e}", task_id=task.task_id, processor=self.name
+            ) from e
+
+    def close(self) -> None:
+        self.processor.close()
+
+    def __repr__(self) -> str:
+        return f"ProcessorNode({self.name})"
+
+
+class NodeContext(ProcessorContext):
+    """The context of one node: ``forward`` goes to this node's children; the rest is the task's."""
+
+    __slots__ = ("_by_name", "_children", "_node", "_task")
+
+    def __init__(self, node: ProcessorNode, task: TaskHandle) -> None:
+        self._node = node
+        self._task = task
+        self._children = node.children
+        self._by_name = {c.name: c for c in node.children}
+
+    @property
+    def application_id(self) -> str:
+        return self._task.application_id
+
+    @property
+    def task_id(self) -> str:
+        return self._task.task_id
+
+    @property
+    def topic(self) -> str | None:
+        return self._task.current_topic
+
+    @property
+    def partition(self) -> int:
+        return self._task.current_partition
+
+    @property
+    def offset(self) -> int:
+        return self._task.current_offset
+
+    @property
+    def timestamp(self) -> int:
+        return self._task.current_timestamp
+
+    @property
+    def headers(self) -> Headers:
+        return self._task.current_headers
+
+    @property
+    def node_name(self) -> str:
+        return self._node.name
+
+    def forward(self, record: Record, child_name: str | None = None) -> None:
+        if child_name is None:
+            children = self._children
+        else:
+            child = self._by_name.get(child_name)
+            if child is None:
+                raise TopologyError(
+                    f"processor {self._node.name!r} has no child {child_name!r} "
+                    f"(children: {sorted(self._by_name)})"
+                )
+            children = [child]
+        task = self._task
+        saved = task.current_timestamp, task.current_headers
+        for child in children:
+            task.current_timestamp = record.timestamp
+            task.current_headers = record.headers
+            try:
+                child.processor.process(record)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise self._error(child, e) from e
+        task.current_timestamp, task.current_headers = saved
+
+    def forward_batch(self, batch: RecordBatch) -> None:
+        """Sends a batch to every child: column-wise where the child can, else record by record."""
+        for child in self._children:
+            process_batch = getattr(child.processor, "process_batch", None)
+            if process_batch is not None:
+                try:
+                    process_batch(batch)
+                except ProcessingError:
+                    raise
+                except Exception as e:
+                    raise self._error(child, e) from e
+            else:
+                self._unbatch(child, batch)
+
+    def process_records_of(self, batch: RecordBatch) -> None:
+        """Runs this node's own processor record by record over a batch (its batch path gave up)."""
+        self._unbatch(self._node, batch)
+
+    def _unbatch(self, child: ProcessorNode, batch: RecordBatch) -> None:
+        task = self._task
+        process = child.processor.process
+        headers = batch.headers
+        offsets = batch.offsets.tolist()
+        timestamps = batch.timestamps.tolist()
+        for i, value in enumerate(batch.value_dicts()):
+            task.current_offset = offsets[i]
+            task.current_timestamp = ts = timestamps[i]
+            task.current_headers = h = headers[i] if headers is not None else ()
+            try:
+                process(Record(batch.keys[i], value, ts, h))
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise self._error(child, e) from e
+
+    def _error(self, child: ProcessorNode, e: Exception) -> ProcessingError:
+        task = self._task
+        return ProcessingError(
+            f"{type(e).__name__}: {e}",
+            task_id=task.task_id,
+            processor=child.name,
+            topic=task.current_topic,
+            partition=task.current_partition if task.current_topic is not None else None,
+            offset=task.current_offset if task.current_topic is not None else None,
+        )
+
+    def schedule(
+        self, interval: Any, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
+    ) -> Cancellable:
+        from kstream_nb.durations import to_millis
+
+        interval_ms = to_millis(interval, "punctuation interval")
+        if interval_ms < 1:
+            raise ValueError("punctuation interval must be at least 1 ms")
+        return self._task.schedule(interval_ms, punctuation_type, punctuator)
+
+    def get_state_store(self, name: str) -> StateStore:
+        if name not in self._node.store_names:
+            raise TopologyError(
+                f"processor {self._node.name!r} is not connected to state store {name!r}; "
+                f"connect it with stores=[{name!r}] (connected: {list(self._node.store_names)})"
+            )
+        return self._task.get_store(name)
+
+    def commit(self) -> None:
+        self._task.request_commit()
+
+    def current_stream_time_ms(self) -> int:
+        return self._task.stream_time
+
+    def current_system_time_ms(self) -> int:
+        return self._task.wall_clock_ms()
+
+    def record_dropped(self, reason: str) -> None:
+        """Counts a record this node skipped (null key, late, ...) in the dropped-records metric."""
+        self._task.record_dropped(self._node.name, reason)
+
+
+def system_time_ms() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+class SourceNode(ProcessorNode):
+    """A source in a task: the serdes and timestamp extractor its topics are read with."""
+
+    __slots__ = ("key_serde", "timestamp_extractor", "topics", "value_serde")
+
+    def __init__(self, name: str, topics: tuple[str, ...], key_serde: Serde, value_serde: Serde,
+                 timestamp_extractor: TimestampExtractor | None) -> None:  # fmt: skip
+        from kstream_nb.processor.stream_stateless import PassThrough
+
+        super().__init__(name, PassThrough())
+        self.topics = topics
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.timestamp_extractor = timestamp_extractor

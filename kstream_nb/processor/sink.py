@@ -1,0 +1,85 @@
+"""The sink: serializes records and writes them to a topic, choosing the partition as Kafka does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kstream_nb.cluster.partitioner import default_partition
+from kstream_nb.cluster.records import ColumnarBatch
+from kstream_nb.cluster.serdes import Serde
+from kstream_nb.processor.api import Processor, Record
+from kstream_nb.processor.batch import RecordBatch
+from kstream_nb.processor.node import NodeContext
+
+#: ``partitioner(key, value, num_partitions) -> partition`` (None = default partitioner), as seed 000's
+#: StreamPartitioner.
+StreamPartitioner = Callable[[Any, Any, int], "int | None"]
+
+_KEY_CACHE_LIMIT = 100_000
+
+
+class SinkProcessor(Processor):
+    """Writes each record to ``topic``: custom partitioner, else murmur2 of the key bytes, else spread."""
+
+    context: NodeContext
+
+    def __init__(self, topic: str, key_serde: Serde, value_serde: Serde,
+                 partitioner: StreamPartitioner | None = None) -> None:  # fmt: skip
+        self.topic_name = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+        self._key_bytes: dict[Any, bytes | None] = {}
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self._task = context._task
+        self.topic = self._task.resolve_topic(self.topic_name)
+
+    def process(self, record: Record) -> None:
+        topic = self.topic
+        key_bytes = self.key_serde.serialize(topic, record.key)
+        value_bytes = self.value_serde.serialize(topic, record.value)
+        partition = None
+        if self.partitioner is not None:
+            count = self._task.partition_count(topic)
+            partition = self.partitioner(record.key, record.value, count)
+            if partition is not None and not 0 <= partition < count:
+                raise ValueError(
+                    f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions"
+                )
+        self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
+
+    def process_batch(self, batch: RecordBatch) -> None:
+        if (
+            self.partitioner is not None
+            or batch.key_serde != self.key_serde
+            or batch.value_serde != self.value_serde
+            or any(k is None for k in batch.keys)
+        ):
+            return self.context.process_records_of(batch)
+        topic = self.topic
+        count = self._task.partition_count(topic)
+        cache = self._key_bytes
+        if len(cache) > _KEY_CACHE_LIMIT:
+            cache.clear()
+        serialize = self.key_serde.serialize
+        parts = np.empty(len(batch), dtype=np.int64)
+        for i, key in enumerate(batch.keys):
+            kb = cache.get(key)
+            if kb is None:
+                kb = cache[key] = serialize(topic, key)
+            parts[i] = default_partition(kb, count)  # type: ignore[arg-type]
+        targets = np.unique(parts)
+        for p in targets:
+            rows = batch if len(targets) == 1 else batch.take(parts == p)
+            self._task.send_columnar(
+                topic,
+                ColumnarBatch(rows.keys, rows.values, rows.timestamps, self.key_serde, self.value_serde,
+                              rows.headers),  # fmt: skip
+                int(p),
+            )
+        return None

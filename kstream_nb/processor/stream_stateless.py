@@ -1,0 +1,207 @@
+"""Stateless KStream processors: filter, map, flat_map, peek, branch, merge, column expressions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kstream_nb.processor.api import Processor, Record
+from kstream_nb.processor.batch import RecordBatch
+from kstream_nb.processor.node import NodeContext
+
+
+class _Forwarding(Processor):
+    """Base of built-ins: keeps a direct reference to the context's ``forward``."""
+
+    context: NodeContext
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.forward = context.forward
+        self.forward_batch = context.forward_batch
+
+
+class PassThrough(_Forwarding):
+    """Forwards every record unchanged (sources, merge)."""
+
+    def process(self, record: Record) -> None:
+        self.forward(record)
+
+    def process_batch(self, batch: RecordBatch) -> None:
+        self.forward_batch(batch)
+
+
+class KStreamFilter(_Forwarding):
+    """Keeps records where ``predicate(key, value)`` is true (false with ``negate``: filter_not)."""
+
+    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+        self.predicate = predicate
+        self.negate = negate
+
+    def process(self, record: Record) -> None:
+        if bool(self.predicate(record.key, record.value)) is not self.negate:
+            self.forward(record)
+
+
+class KStreamMap(_Forwarding):
+    """Replaces key and value with ``mapper(key, value) -> (key, value)``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record) -> None:
+        key, value = _pair(self.mapper(record.key, record.value), "map")
+        self.forward(Record(key, value, record.timestamp, record.headers))
+
+
+class KStreamSelectKey(_Forwarding):
+    """Replaces the key with ``mapper(key, value)``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record) -> None:
+        self.forward(Record(self.mapper(record.key, record.value), record.value, record.timestamp, record.headers))
+
+
+class KStreamMapValues(_Forwarding):
+    """Replaces the value with ``mapper(value)`` (or ``mapper(key, value)`` with ``with_key``)."""
+
+    def __init__(self, mapper: Callable[..., Any], with_key: bool = False) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def process(self, record: Record) -> None:
+        value = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
+        self.forward(Record(record.key, value, record.timestamp, record.headers))
+
+
+class KStreamFlatMap(_Forwarding):
+    """Replaces each record with the ``(key, value)`` pairs of ``mapper(key, value)``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Iterable[Any]]) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record) -> None:
+        for pair in _iterable(self.mapper(record.key, record.value), "flat_map"):
+            key, value = _pair(pair, "flat_map")
+            self.forward(Record(key, value, record.timestamp, record.headers))
+
+
+class KStreamFlatMapValues(_Forwarding):
+    """Replaces each record with one record per value of ``mapper(value)``, keeping the key."""
+
+    def __init__(self, mapper: Callable[..., Iterable[Any]], with_key: bool = False) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def process(self, record: Record) -> None:
+        values = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
+        for value in _iterable(values, "flat_map_values"):
+            self.forward(Record(record.key, value, record.timestamp, record.headers))
+
+
+class KStreamPeek(_Forwarding):
+    """Calls ``action(key, value)`` and forwards the record (``forward=False``: foreach, terminal)."""
+
+    def __init__(self, action: Callable[[Any, Any], Any], forward: bool = True) -> None:
+        self.action = action
+        self.forwards = forward
+
+    def process(self, record: Record) -> None:
+        self.action(record.key, record.value)
+        if self.forwards:
+            self.forward(record)
+
+
+class KStreamBranch(_Forwarding):
+    """Sends each record to the first branch whose predicate matches, else to the default branch."""
+
+    def __init__(self, predicates: Sequence[Callable[[Any, Any], Any]], children: Sequence[str],
+                 default_child: str | None) -> None:  # fmt: skip
+        self.branches = list(zip(predicates, children))
+        self.default_child = default_child
+
+    def process(self, record: Record) -> None:
+        for predicate, child in self.branches:
+            if predicate(record.key, record.value):
+                self.forward(record, child)
+                return
+        if self.default_child is not None:
+            self.forward(record, self.default_child)
+
+
+class KStreamExprFilter(_Forwarding):
+    """Keeps records where a column expression is true; works on whole batches."""
+
+    def __init__(self, expr: Any) -> None:
+        from kstream_nb.processor import expressions
+
+        self.expr = expr
+        self._batch = expressions.evaluate_predicate_batch
+        self._record = expressions.compile_predicate(expr)
+
+    def process(self, record: Record) -> None:
+        if self._record(record.value):
+            self.forward(record)
+
+    def process_batch(self, batch: RecordBatch) -> None:
+        mask = self._batch(self.expr, batch.values)
+        if mask.all():
+            self.forward_batch(batch)
+        elif mask.any():
+            self.forward_batch(batch.take(mask))
+
+
+class KStreamAssign(_Forwarding):
+    """Adds or replaces fields of dict values with column expressions (pandas ``assign``)."""
+
+    def __init__(self, assignments: Mapping[str, Any]) -> None:
+        from kstream_nb.processor import expressions
+
+        self.assignments = dict(assignments)
+        self._batch = expressions.assign_batch
+        self._record = expressions.assign_record
+
+    def process(self, record: Record) -> None:
+        if record.value is None:
+            self.forward(record)
+        else:
+            self.forward(record.with_value(self._record(record.value, self.assignments)))
+
+    def process_batch(self, batch: RecordBatch) -> None:
+        self.forward_batch(batch.with_values(self._batch(batch.values, self.assignments)))
+
+
+class KStreamProject(_Forwarding):
+    """Keeps only the named fields of dict values (pandas ``df[["a", "b"]]``)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        from kstream_nb.processor import expressions
+
+        self.names = list(names)
+        self._batch = expressions.project_batch
+        self._record = expressions.project_record
+
+    def process(self, record: Record) -> None:
+        if record.value is None:
+            self.forward(record)
+        else:
+            self.forward(record.with_value(self._record(record.value, self.names)))
+
+    def process_batch(self, batch: RecordBatch) -> None:
+        self.forward_batch(batch.with_values(self._batch(batch.values, self.names)))
+
+
+def _pair(result: Any, op: str) -> tuple[Any, Any]:
+    try:
+        key, value = result
+    except (TypeError, ValueError):
+        raise TypeError(f"{op} must return a (key, value) pair, got {result!r}") from None
+    return key, value
+
+
+def _iterable(result: Any, op: str) -> Iterable[Any]:
+    if result is None or isinstance(result, (str, bytes, dict)):
+        raise TypeError(f"{op} must return an iterable of results (e.g. a list), got {result!r}")
+    return result  # type: ignore[no-any-return]

@@ -1,0 +1,148 @@
+"""KTable processors: the table source (upsert/delete), filter, map_values, to_stream, re-keying."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
+from kstream_nb.processor.node import NodeContext
+
+
+class KTableSource(Processor):
+    """Upserts each record into the table's store (null value deletes) and forwards the change.
+
+    Null keys are dropped. With ``drop_idempotent`` (explicitly materialized tables, as Kafka does) an
+    update with the same value and a timestamp not older than the stored one is not forwarded.
+    """
+
+    context: NodeContext
+
+    def __init__(self, store_name: str, drop_idempotent: bool = False) -> None:
+        self.store_name = store_name
+        self.drop_idempotent = drop_idempotent
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record) -> None:
+        key, value = record.key, record.value
+        if key is None:
+            self.context.record_dropped("null key in table")
+            return
+        old = self.store.get(key)
+        if (
+            self.drop_idempotent
+            and old is not None
+            and old.value == value
+            and record.timestamp >= old.timestamp
+        ):
+            return
+        self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
+        self.context.forward(record.with_value(Change(value, old.value if old is not None else None)))
+
+
+class KTableFilter(Processor):
+    """Keeps rows matching ``predicate(key, value)``; a row that stops matching becomes a tombstone."""
+
+    context: NodeContext
+
+    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+        self.predicate = predicate
+        self.negate = negate
+
+    def _keep(self, key: Any, value: Any) -> Any:
+        if value is None or bool(self.predicate(key, value)) is self.negate:
+            return None
+        return value
+
+    def process(self, record: Record) -> None:
+        change: Change = record.value
+        new = self._keep(record.key, change.new_value)
+        old = self._keep(record.key, change.old_value)
+        if new is None and old is None:
+            return
+        self.context.forward(record.with_value(Change(new, old)))
+
+
+class KTableMapValues(Processor):
+    """Maps the values of a table; tombstones stay tombstones."""
+
+    context: NodeContext
+
+    def __init__(self, mapper: Callable[..., Any], with_key: bool = False) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def _map(self, key: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        return self.mapper(key, value) if self.with_key else self.mapper(value)
+
+    def process(self, record: Record) -> None:
+        change: Change = record.value
+        self.context.forward(
+            record.with_value(Change(self._map(record.key, change.new_value), self._map(record.key, change.old_value)))
+        )
+
+
+class KTableToStream(Processor):
+    """Turns table changes into a stream of new values (deletes as None values)."""
+
+    context: NodeContext
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record.with_value(record.value.new_value))
+
+
+class KTableMaterialize(Processor):
+    """Writes a table's changes into a store so it can be queried (KTable ``store=...`` after an op)."""
+
+    context: NodeContext
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record) -> None:
+        new = record.value.new_value
+        self.store.put(record.key, None if new is None else ValueAndTimestamp(new, record.timestamp))
+        self.context.forward(record)
+
+
+class KTableRepartitionMap(Processor):
+    """``KTable.group_by``: maps each update to (group key, value); old and new go out as a subtraction
+    on the old group key and an addition on the new one (one combined change when the keys are equal).
+    """
+
+    context: NodeContext
+
+    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
+        self.mapper = mapper
+
+    def _map(self, key: Any, value: Any) -> tuple[Any, Any] | None:
+        if value is None:
+            return None
+        pair = self.mapper(key, value)
+        if pair is None:
+            return None
+        new_key, new_value = pair
+        if new_key is None or new_value is None:
+            return None
+        return new_key, new_value
+
+    def process(self, record: Record) -> None:
+        change: Change = record.value
+        new = self._map(record.key, change.new_value)
+        old = self._map(record.key, change.old_value)
+        if new is not None and old is not None and new[0] == old[0]:
+            self.context.forward(Record(new[0], Change(new[1], old[1]), record.timestamp, record.headers))
+            return
+        if old is not None:
+            self.context.forward(Record(old[0], Change(None, old[1]), record.timestamp, record.headers))
+        if new is not None:
+            self.context.forward(Record(new[0], Change(new[1], None), record.timestamp, record.headers))

@@ -1,0 +1,1 @@
+"""Runs topologies: the app, stream threads, tasks, assignment, commits, the test driver."""

@@ -1,0 +1,368 @@
+"""``KafkaStreams``: the app. Owns stream threads, a state machine, interactive queries and metrics.
+
+``start()`` returns at once; work happens on daemon threads. ``stop()`` joins every thread it started.
+No signal handlers are ever installed: the app lives inside a notebook kernel.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, MissingSourceTopicError, StreamsError
+from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.stream_thread import StreamThread
+from kstream_nb.state.query import CompositeReadOnlyKeyValueStore
+from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
+from kstream_nb.topology.topology import Topology
+
+log = logging.getLogger("kstream_nb.app")
+
+
+class State(Enum):
+    """Client states, as Kafka Streams' ``KafkaStreams.State``."""
+
+    CREATED = "CREATED"
+    REBALANCING = "REBALANCING"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    PENDING_ERROR = "PENDING_ERROR"
+    ERROR = "ERROR"
+
+
+class ThreadFailureResponse(Enum):
+    """What the uncaught-exception handler asks for when a stream thread fails."""
+
+    REPLACE_THREAD = "replace_thread"
+    SHUTDOWN_CLIENT = "shutdown_client"
+    SHUTDOWN_APPLICATION = "shutdown_application"
+
+
+_APPS: weakref.WeakSet[KafkaStreams] = weakref.WeakSet()
+
+
+def running_apps() -> list[KafkaStreams]:
+    """Apps of this process that have started and not yet stopped."""
+    return [a for a in list(_APPS) if a.state not in (State.CREATED, State.NOT_RUNNING, State.ERROR)]
+
+
+@atexit.register
+def _stop_all() -> None:
+    for app in running_apps():
+        app.stop(timeout=5)
+
+
+class KafkaStreams:
+    """Runs a topology: ``start()``, query with ``store()``, watch ``metrics()``/``assignment()``, ``stop()``."""
+
+    def __init__(self, topology: Topology, application_id: str, bootstrap_servers: str = "memory://",
+                 num_stream_threads: int = 1, **config: Any) -> None:  # fmt: skip
+        if not isinstance(topology, Topology):
+            raise TypeError(f"KafkaStreams needs a Topology (builder.build()), got {type(topology).__name__}")
+        topology.validate()
+        self.config = StreamsConfig.of(
+            application_id=application_id, bootstrap_servers=bootstrap_servers,
+            num_stream_threads=num_stream_threads, **config,
+        )  # fmt: skip
+        if self.config.processing_guarantee == EXACTLY_ONCE_V2:
+            raise StreamsError(
+                "processing_guarantee='exactly_once_v2' needs Kafka transactions, which this version does not "
+                "support yet; use 'at_least_once'"
+            )
+        self.topology = topology
+        self.application_id = application_id
+        self.process_id = uuid.uuid4().hex[:8]
+        self.cluster = connect(bootstrap_servers)
+        self.admin = self.cluster.admin()
+        self.assignor = StreamsPartitionAssignor(topology, application_id, self.admin)
+        self._state = State.CREATED
+        self._lock = threading.RLock()
+        self._threads: list[StreamThread] = []
+        self._finished_threads: list[StreamThread] = []
+        self._thread_index = itertools.count(1)
+        self._listeners: list[Callable[[State, State], None]] = []
+        self._handler: Callable[[BaseException], Any] | None = None
+        self._started_at: float | None = None
+        self.error: BaseException | None = None
+        _APPS.add(self)
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def set_state_listener(self, listener: Callable[[State, State], None]) -> None:
+        """``listener(new_state, old_state)`` on every transition (called from the thread that caused it)."""
+        self._listeners.append(listener)
+
+    def set_uncaught_exception_handler(self, handler: Callable[[BaseException], Any]) -> None:
+        """``handler(error) -> ThreadFailureResponse`` (or its value string); default: shut the client down."""
+        self._handler = handler
+
+    def _transition(self, new: State) -> None:
+        with self._lock:
+            old = self._state
+            if old == new:
+                return
+            self._state = new
+        log.info("%s: %s -> %s", self.application_id, old.value, new.value)
+        for listener in list(self._listeners):
+            try:
+                listener(new, old)
+            except Exception:
+                log.exception("state listener failed")
+
+    def _thread_state_changed(self, thread: StreamThread) -> None:
+        with self._lock:
+            if self._state not in (State.REBALANCING, State.RUNNING):
+                return
+            alive = [t for t in self._threads if t.state != "DEAD"]
+            if alive and all(t.state == "RUNNING" for t in alive):
+                self._transition(State.RUNNING)
+            elif any(t.state in ("STARTING", "PARTITIONS_REVOKED", "PARTITIONS_ASSIGNED") for t in alive):
+                self._transition(State.REBALANCING)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> KafkaStreams:
+        """Starts the stream threads and returns at once; the app goes REBALANCING, then RUNNING."""
+        with self._lock:
+            if self._state != State.CREATED:
+                raise IllegalStateError(
+                    f"start() can only be called once, on a CREATED app (state is {self._state.value}); "
+                    "create a new KafkaStreams to run again"
+                )
+            self._transition(State.REBALANCING)
+            self._started_at = time.monotonic()
+            for _ in range(self.config.num_stream_threads):
+                self._start_thread()
+        threading.Thread(target=self._watch_missing_topics, name=f"{self.application_id}-watch", daemon=True).start()
+        return self
+
+    def _new_thread(self) -> StreamThread:
+        name = f"{self.application_id}-StreamThread-{next(self._thread_index)}"
+        return StreamThread(name, self.process_id, self.topology, self.config, self.cluster, self.assignor,
+                            self._thread_state_changed, self._thread_failed)  # fmt: skip
+
+    def _start_thread(self) -> StreamThread:
+        thread = self._new_thread()
+        self._threads.append(thread)
+        thread.start()
+        return thread
+
+    def _watch_missing_topics(self) -> None:
+        """Fails the app, naming the topics, when its source topics stay missing past the timeout."""
+        timeout = self.config.missing_source_topic_timeout_ms / 1000
+        while self._state in (State.REBALANCING, State.RUNNING):
+            missing = self.missing_source_topics()
+            if not missing:
+                if self._state == State.RUNNING:
+                    return
+            elif self._started_at is not None and time.monotonic() - self._started_at > timeout:
+                self._fail(MissingSourceTopicError(missing))
+                return
+            time.sleep(0.05)
+
+    def missing_source_topics(self) -> list[str]:
+        """Source topics of the topology that do not exist on the cluster (the app waits for them)."""
+        internal = self.topology.is_internal
+        return sorted(t for t in self.topology.source_topics() if not internal(t) and self.admin.partition_count(t) is None)
+
+    def _thread_failed(self, thread: StreamThread, error: BaseException) -> None:
+        response: Any = ThreadFailureResponse.SHUTDOWN_CLIENT
+        if self._handler is not None:
+            try:
+                answer = self._handler(error)
+                response = ThreadFailureResponse(getattr(answer, "value", answer))
+            except Exception as e:
+                log.exception("uncaught exception handler failed")
+                error = e
+        with self._lock:
+            if thread in self._threads:
+                self._threads.remove(thread)
+                self._finished_threads.append(thread)
+            if response is ThreadFailureResponse.REPLACE_THREAD and self._state in (State.RUNNING, State.REBALANCING):
+                log.warning("replacing failed stream thread %s: %s", thread.name, error)
+                self._start_thread()
+                return
+        self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._state in (State.PENDING_ERROR, State.ERROR, State.NOT_RUNNING, State.PENDING_SHUTDOWN):
+                return
+            self.error = error
+            self._transition(State.PENDING_ERROR)
+        threading.Thread(target=self._shutdown_threads, args=(State.ERROR, None), daemon=True).start()
+
+    def _shutdown_threads(self, final: State, timeout: float | None) -> bool:
+        threads = list(self._threads)
+        for thread in threads:
+            thread.shutdown()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in threads:
+            if thread is threading.current_thread():
+                continue
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        stopped = all(not t.is_alive() for t in threads if t is not threading.current_thread())
+        with self._lock:
+            self._finished_threads.extend(t for t in threads if t not in self._finished_threads)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            if stopped:
+                self._transition(final)
+        return stopped
+
+    def stop(self, timeout: float | None = 30.0) -> bool:
+        """Stops every stream thread (commits, leaves the group) and waits; True if all have stopped."""
+        with self._lock:
+            state = self._state
+            if state == State.CREATED:
+                self._transition(State.NOT_RUNNING)
+                return True
+            if state in (State.NOT_RUNNING, State.ERROR):
+                return True
+            if state != State.PENDING_ERROR:
+                self._transition(State.PENDING_SHUTDOWN)
+        final = State.ERROR if state == State.PENDING_ERROR else State.NOT_RUNNING
+        return self._shutdown_threads(final, timeout)
+
+    close = stop
+
+    def __enter__(self) -> KafkaStreams:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_until_running(self, timeout: float = 30.0) -> KafkaStreams:
+        """Blocks until RUNNING (handy in scripts and tests); raises if the app fails or time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._state == State.RUNNING:
+                return self
+            if self._state in (State.ERROR, State.PENDING_ERROR):
+                raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
+            time.sleep(0.01)
+        raise TimeoutError(f"app {self.application_id!r} not RUNNING after {timeout}s (state {self._state.value})")
+
+    def wait_until_idle(self, timeout: float = 30.0) -> KafkaStreams:
+        """Blocks until every input partition has been consumed to its end (lag 0 everywhere)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._state in (State.ERROR, State.PENDING_ERROR):
+                raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
+            if self._state == State.RUNNING and not any(self.lag().values()) and self._all_tasks_drained():
+                return self
+            time.sleep(0.01)
+        raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
+
+    def _all_tasks_drained(self) -> bool:
+        return all(t.buffered() == 0 for th in list(self._threads) for t in list(th.tasks.values()))
+
+    # ---- threads -------------------------------------------------------------------------------
+
+    def add_stream_thread(self) -> str:
+        """Adds a stream thread (the group rebalances tasks onto it); returns its name."""
+        with self._lock:
+            if self._state not in (State.RUNNING, State.REBALANCING):
+                raise IllegalStateError(f"add_stream_thread needs a running app (state is {self._state.value})")
+            return self._start_thread().name
+
+    def remove_stream_thread(self, timeout: float = 30.0) -> str:
+        """Stops the most recently added stream thread (its tasks move to the others); returns its name."""
+        with self._lock:
+            if self._state not in (State.RUNNING, State.REBALANCING) or not self._threads:
+                raise IllegalStateError(f"remove_stream_thread needs a running app with threads (state {self._state.value})")
+            thread = self._threads.pop()
+        thread.shutdown()
+        thread.join(timeout)
+        self._finished_threads.append(thread)
+        return thread.name
+
+    @property
+    def threads(self) -> list[StreamThread]:
+        return list(self._threads)
+
+    # ---- interactive queries, assignment, metrics -----------------------------------------------
+
+    def store(self, name: str) -> CompositeReadOnlyKeyValueStore:
+        """A read-only view of store ``name`` across this app's local active tasks."""
+        builder = self.topology.store_builders.get(name)
+        if builder is None:
+            raise InvalidStateStoreError(
+                f"no state store named {name!r} in this topology (stores: {sorted(self.topology.store_builders)})"
+            )
+        timestamped = isinstance(builder, TimestampedKeyValueStoreBuilder)
+
+        def stores() -> list[Any]:
+            if self._state not in (State.RUNNING, State.REBALANCING):
+                return []
+            found = [t.stores[name].store for th in list(self._threads) for t in list(th.tasks.values()) if name in t.stores]
+            return [PlainValueView(s) for s in found] if timestamped else found
+
+        return CompositeReadOnlyKeyValueStore(name, stores)
+
+    def assignment(self) -> dict[str, dict[str, list[str]]]:
+        """Thread name -> task id -> partitions, for this instance's active tasks."""
+        return {t.name: t.assignment() for t in list(self._threads)}
+
+    def group_assignment(self) -> dict[str, dict[str, str]]:
+        """Every instance and thread of the application: task id -> {"thread", "instance"} (last rebalance)."""
+        for thread in list(self._threads):
+            if thread.group_view:
+                return {tid: {"thread": member, "instance": pid} for tid, (member, pid) in thread.group_view.items()}
+        return {}
+
+    def lag(self) -> dict[str, int]:
+        """Records not yet processed per input partition (``topic-partition`` -> count)."""
+        positions: dict[TopicPartition, int] = {}
+        for thread in list(self._threads):
+            for task in list(thread.tasks.values()):
+                for tp in list(task.queues):
+                    positions[tp] = task.consumed.get(tp, -1)
+        if not positions:
+            return {}
+        ends = self.admin.end_offsets(positions)
+        begins = self.admin.beginning_offsets(positions)
+        return {
+            str(tp): max(0, ends[tp] - (pos if pos >= 0 else begins[tp])) for tp, pos in sorted(positions.items())
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """Processed records, rate, latency, lag per partition, dropped records, restore progress."""
+        threads = list(self._threads) + list(self._finished_threads)
+        tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
+        processed = sum(th.processed_total for th in threads)
+        process_time = sum(th.process_time_s for th in threads)
+        return {
+            "state": self._state.value,
+            "threads": len(self._threads),
+            "tasks": len(tasks),
+            "process-total": processed,
+            "process-rate": sum(th.rate for th in list(self._threads)),
+            "process-latency-avg-ms": (process_time * 1000 / processed) if processed else 0.0,
+            "dropped-records-total": sum(t.dropped_total for t in tasks),
+            "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
+            "commit-total": sum(th.commit_total for th in threads),
+            "lag": self.lag(),
+            "restored-records-total": sum(th.restored_records for th in threads),
+            "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
+            "missing-source-topics": self.missing_source_topics() if self._state == State.REBALANCING else [],
+            "error": None if self.error is None else str(self.error),
+        }
+
+    def __repr__(self) -> str:
+        return f"KafkaStreams({self.application_id!r}, state={self._state.value}, threads={len(self._threads)})"

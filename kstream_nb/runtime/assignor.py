@@ -1,0 +1,159 @@
+"""The streams partition assignor: tasks from the topology and topic metadata, spread over members.
+
+Runs once per rebalance on behalf of the whole group (all stream threads of all instances with the same
+application id). It also creates the internal topics, because only now are the source partition
+counts known: repartition topics get the partition count of the sub-topology that writes them,
+changelog topics one partition per task.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
+from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.topology.topology import SubTopology, Topology
+
+log = logging.getLogger("kstream_nb.assignor")
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task id and the partitions it reads."""
+
+    task_id: str
+    subtopology: int
+    partition: int
+    partitions: tuple[TopicPartition, ...]
+
+
+def task_id_of(subtopology: int, partition: int) -> str:
+    return f"{subtopology}_{partition}"
+
+
+class StreamsPartitionAssignor:
+    """Computes tasks (one per partition number of each sub-topology) and assigns them sticky and balanced."""
+
+    def __init__(self, topology: Topology, application_id: str, admin: Admin) -> None:
+        self.topology = topology
+        self.application_id = application_id
+        self.admin = admin
+        self.missing_topics: list[str] = []
+        self._lock = threading.Lock()
+
+    def resolve(self, topic: str) -> str:
+        return f"{self.application_id}-{topic}" if self.topology.is_internal(topic) else topic
+
+    def source_topics(self) -> list[str]:
+        return [self.resolve(t) for t in self.topology.source_topics()]
+
+    def partition_counts(self, known: Mapping[str, int]) -> dict[str, int]:
+        """Partition counts of every source topic, internal ones derived from their writers."""
+        counts = dict(known)
+        subs = self.topology.subtopologies()
+        fixed = self.topology.repartition_topics
+        changed = True
+        while changed:
+            changed = False
+            for name, partitions in fixed.items():
+                topic = self.resolve(name)
+                if topic in counts:
+                    continue
+                if partitions is not None:
+                    counts[topic] = partitions
+                    changed = True
+                    continue
+                writers = [s for s in subs if name in s.sink_topics]
+                upstream = [self.resolve(t) for s in writers for t in s.source_topics]
+                if upstream and all(t in counts for t in upstream):
+                    counts[topic] = max(counts[t] for t in upstream)
+                    changed = True
+        return counts
+
+    def tasks(self, counts: Mapping[str, int]) -> list[TaskInfo]:
+        tasks = []
+        for sub in self.topology.subtopologies():
+            topics = [self.resolve(t) for t in sub.source_topics]
+            if not topics or any(t not in counts for t in topics):
+                continue
+            for p in range(max(counts[t] for t in topics)):
+                tps = tuple(TopicPartition(t, p) for t in topics if counts[t] > p)
+                tasks.append(TaskInfo(task_id_of(sub.id, p), sub.id, p, tps))
+        return tasks
+
+    def ensure_internal_topics(self, counts: Mapping[str, int]) -> None:
+        """Creates missing repartition topics and changelog topics (compacted, one partition per task)."""
+        specs = []
+        for name in self.topology.repartition_topics:
+            topic = self.resolve(name)
+            if topic in counts and self.admin.partition_count(topic) is None:
+                specs.append(TopicSpec(topic, counts[topic], {"cleanup.policy": "delete", "retention.ms": "-1"}))
+        for store, builder in self.topology.store_builders.items():
+            if not getattr(builder, "logging_enabled", False):
+                continue
+            sub = self.topology.subtopology_of_store(store)
+            topics = [self.resolve(t) for t in sub.source_topics]
+            if not topics or any(t not in counts for t in topics):
+                continue
+            topic = f"{self.application_id}-{store}-changelog"
+            if self.admin.partition_count(topic) is None:
+                config = {"cleanup.policy": "compact", **getattr(builder, "log_config", {})}
+                specs.append(TopicSpec(topic, max(counts[t] for t in topics), config))
+        if specs:
+            self.admin.create_topics(specs, exist_ok=True)
+
+    def assign(
+        self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, Assignment]:
+        with self._lock:
+            user_sources = [self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)]
+            self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
+            counts = self.partition_counts(partition_counts)
+            self.ensure_internal_topics(counts)
+            tasks = self.tasks(counts)
+            owners = balanced_sticky_assignment(tasks, subscriptions)
+            result = {}
+            for member in subscriptions:
+                mine = [t for t in tasks if owners[t.task_id] == member]
+                partitions = frozenset(tp for t in mine for tp in t.partitions)
+                userdata = {
+                    "active": {t.task_id: list(t.partitions) for t in mine},
+                    "missing_topics": list(self.missing_topics),
+                    "all": {t.task_id: (owners[t.task_id], _process_of(subscriptions[owners[t.task_id]])) for t in tasks},
+                }
+                result[member] = Assignment(partitions, userdata)
+            return result
+
+
+def _process_of(subscription: Subscription) -> Any:
+    data = subscription.userdata or {}
+    return data.get("process_id")
+
+
+def balanced_sticky_assignment(tasks: list[TaskInfo], subscriptions: Mapping[str, Subscription]) -> dict[str, str]:
+    """Task id -> member: each member gets at most ceil(tasks / members); tasks stay where they were."""
+    members = sorted(subscriptions)
+    if not members:
+        return {}
+    capacity = -(-len(tasks) // len(members))
+    load = dict.fromkeys(members, 0)
+    owners: dict[str, str] = {}
+    previous: dict[str, str] = {}
+    for member in members:
+        for task_id in (subscriptions[member].userdata or {}).get("prev_tasks", ()):
+            previous.setdefault(task_id, member)
+    for task in tasks:
+        member = previous.get(task.task_id)
+        if member is not None and load[member] < capacity:
+            owners[task.task_id] = member
+            load[member] += 1
+    for task in sorted(tasks, key=lambda t: (t.partition, t.subtopology)):
+        if task.task_id not in owners:
+            member = min(members, key=lambda m: (load[m], m))
+            owners[task.task_id] = member
+            load[member] += 1
+    return owners

@@ -1,0 +1,75 @@
+"""``StreamsConfig``: the settings of an app, with Kafka Streams' names and defaults in snake_case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.durations import to_millis
+from kstream_nb.processor.timestamps import TimestampExtractor, timestamp_extractor_from
+
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE_V2 = "exactly_once_v2"
+DESERIALIZATION_HANDLERS = ("fail", "log_and_continue")
+
+
+@dataclass
+class StreamsConfig:
+    """Validated app settings; unknown names raise, naming the setting and the known ones."""
+
+    application_id: str
+    bootstrap_servers: str = "memory://"
+    num_stream_threads: int = 1
+    commit_interval_ms: int = 30_000
+    processing_guarantee: str = AT_LEAST_ONCE
+    default_key_serde: Serde = field(default_factory=lambda: serde_from("json"))
+    default_value_serde: Serde = field(default_factory=lambda: serde_from("json"))
+    default_timestamp_extractor: TimestampExtractor = field(default_factory=lambda: timestamp_extractor_from(None))
+    default_deserialization_exception_handler: str = "fail"
+    poll_ms: int = 100
+    max_poll_records: int = 10_000
+    max_task_records_per_loop: int = 50_000
+    state_dir: str | None = None
+    missing_source_topic_timeout_ms: int = 60_000
+    auto_offset_reset: str = "earliest"
+    client_id: str | None = None
+    num_standby_replicas: int = 0
+    statestore_cache_max_bytes: int = 0
+    client_config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, **settings: Any) -> StreamsConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise ValueError(f"unknown setting(s) {unknown}; known settings: {sorted(known)}")
+        for name in ("commit_interval_ms", "poll_ms", "missing_source_topic_timeout_ms"):
+            if name in settings:
+                settings[name] = to_millis(settings[name], name)
+        for name in ("default_key_serde", "default_value_serde"):
+            if name in settings:
+                settings[name] = serde_from(settings[name])
+        if "default_timestamp_extractor" in settings:
+            settings["default_timestamp_extractor"] = timestamp_extractor_from(settings["default_timestamp_extractor"])
+        config = cls(**settings)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if not isinstance(self.application_id, str) or not self.application_id:
+            raise ValueError(f"application_id must be a non-empty string, got {self.application_id!r}")
+        if self.num_stream_threads < 0:
+            raise ValueError(f"num_stream_threads must be >= 0, got {self.num_stream_threads}")
+        if self.processing_guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE_V2):
+            raise ValueError(
+                f"processing_guarantee must be {AT_LEAST_ONCE!r} or {EXACTLY_ONCE_V2!r}, "
+                f"got {self.processing_guarantee!r}"
+            )
+        if self.default_deserialization_exception_handler not in DESERIALIZATION_HANDLERS:
+            raise ValueError(
+                f"default_deserialization_exception_handler must be one of {DESERIALIZATION_HANDLERS}, "
+                f"got {self.default_deserialization_exception_handler!r}"
+            )
+        if self.auto_offset_reset not in ("earliest", "latest"):
+            raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

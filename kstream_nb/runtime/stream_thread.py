@@ -1,0 +1,244 @@
+"""``StreamThread``: one background thread with its own consumer, producer and tasks.
+
+Loop: poll -> add records to tasks -> process -> punctuate -> commit on the interval. Rebalance callbacks
+run inside ``poll`` (as in Kafka): revoked tasks are committed and closed, assigned ones created and
+restored from their changelogs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.cluster.base import Admin, Cluster
+from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
+from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.restore import restore_task
+from kstream_nb.runtime.task import StreamTask
+from kstream_nb.topology.topology import Topology
+
+if TYPE_CHECKING:
+    from kstream_nb.cluster.base import Producer
+
+log = logging.getLogger("kstream_nb.thread")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProducerCollector:
+    """Sends a thread's output through its producer; caches partition counts of output topics."""
+
+    def __init__(self, producer: Producer, admin: Admin) -> None:
+        self.producer = producer
+        self.admin = admin
+        self._counts: dict[str, int] = {}
+        self.sent = 0
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+             partition: int | None) -> None:  # fmt: skip
+        self.producer.send(topic, key, value, timestamp, headers, partition)
+        self.sent += 1
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
+        if self.admin.partition_count(topic) is None:
+            self.admin.create_topics([_spec(topic)], exist_ok=True)
+        self.producer.send_columnar(topic, batch, partition)
+        self.sent += len(batch)
+
+    def partition_count(self, topic: str) -> int:
+        count = self._counts.get(topic)
+        if count is None:
+            count = self.admin.partition_count(topic)
+            if count is None:
+                self.admin.create_topics([_spec(topic)], exist_ok=True)
+                count = self.admin.partition_count(topic) or 1
+            self._counts[topic] = count
+        return count
+
+
+def _spec(topic: str) -> Any:
+    from kstream_nb.cluster.base import TopicSpec
+
+    return TopicSpec(topic, 1)
+
+
+class StreamThread(threading.Thread):
+    """Runs the tasks the group assigns to it until ``shutdown()``; reports a failure to ``on_error``."""
+
+    def __init__(self, name: str, process_id: str, topology: Topology, config: StreamsConfig, cluster: Cluster,
+                 assignor: StreamsPartitionAssignor, on_state: Callable[[StreamThread], None],
+                 on_error: Callable[[StreamThread, BaseException], None]) -> None:  # fmt: skip
+        super().__init__(name=name, daemon=True)
+        self.process_id = process_id
+        self.topology = topology
+        self.config = config
+        self.cluster = cluster
+        self.assignor = assignor
+        self._on_state = on_state
+        self._on_error = on_error
+        self.admin = cluster.admin()
+        client = f"{config.client_id or config.application_id}-{name}"
+        self.consumer = cluster.consumer(
+            config.application_id,
+            {"client.id": client, "auto.offset.reset": config.auto_offset_reset, **config.client_config},
+        )
+        self.restore_consumer = cluster.consumer(None, {"client.id": f"{client}-restore"})
+        self.producer = cluster.producer({"client.id": client, **config.client_config})
+        self.collector = ProducerCollector(self.producer, self.admin)
+        self.tasks: dict[str, StreamTask] = {}
+        self._by_partition: dict[TopicPartition, StreamTask] = {}
+        self._shutdown = threading.Event()
+        self.state = "CREATED"
+        self.error: BaseException | None = None
+        self.missing_topics: list[str] = []
+        self.group_view: dict[str, Any] = {}
+        self.restored_records = 0
+        self.restore_progress: dict[str, tuple[int, int]] = {}
+        self.poll_total = 0
+        self.commit_total = 0
+        self.process_time_s = 0.0
+        self.rate = 0.0
+        self._rate_sample = (time.monotonic(), 0)
+        self._last_commit = time.monotonic()
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self._on_state(self)
+
+    def shutdown(self) -> None:
+        """Asks the thread to finish its loop, commit and leave the group."""
+        self._shutdown.set()
+
+    @property
+    def processed_total(self) -> int:
+        return sum(t.processed_total for t in list(self.tasks.values())) + self._closed_processed
+
+    _closed_processed = 0
+
+    # ---- rebalance callbacks (run inside poll, on this thread) ---------------------------------
+
+    def _userdata(self) -> dict[str, Any]:
+        return {"process_id": self.process_id, "thread": self.name, "prev_tasks": sorted(self.tasks)}
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self._set_state("PARTITIONS_REVOKED")
+        if self.error is None:
+            self._commit(force=True)
+        self._close_tasks()
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None:
+        self._set_state("PARTITIONS_ASSIGNED")
+        userdata = userdata or {}
+        self.missing_topics = list(userdata.get("missing_topics", []))
+        self.group_view = dict(userdata.get("all", {}))
+        subs = {s.id: s for s in self.topology.subtopologies()}
+        for task_id, tps in userdata.get("active", {}).items():
+            sub_id, partition = (int(x) for x in task_id.split("_"))
+            task = StreamTask(task_id, subs[sub_id], partition, self.topology, self.config, self.collector,
+                              wall_clock_ms, [TopicPartition(*tp) for tp in tps])  # fmt: skip
+            self.restored_records += restore_task(
+                task, self.restore_consumer, self.admin,
+                lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
+            )  # fmt: skip
+            task.initialize()
+            self.tasks[task_id] = task
+            for tp in tps:
+                self._by_partition[TopicPartition(*tp)] = task
+        self._set_state("RUNNING")
+
+    def _close_tasks(self) -> None:
+        for task in self.tasks.values():
+            self._closed_processed += task.processed_total
+            try:
+                task.close()
+            except Exception:
+                log.exception("closing task %s failed", task.task_id)
+        self.tasks = {}
+        self._by_partition = {}
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._set_state("STARTING")
+            self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
+            self._loop()
+            self._set_state("PENDING_SHUTDOWN")
+            self._commit(force=True)
+        except BaseException as e:
+            self.error = e
+            log.error("stream thread %s failed: %s", self.name, e)
+        finally:
+            self._close()
+        if self.error is not None:
+            self._set_state("DEAD")
+            self._on_error(self, self.error)
+        else:
+            self._set_state("DEAD")
+
+    def _loop(self) -> None:
+        config = self.config
+        poll_s = config.poll_ms / 1000
+        budget = config.max_task_records_per_loop
+        while not self._shutdown.is_set():
+            pending = any(t.buffered() for t in self.tasks.values())
+            batches = self.consumer.poll(0 if pending else poll_s, config.max_poll_records)
+            self.poll_total += 1
+            for batch in batches:
+                self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
+            start = time.perf_counter()
+            for task in list(self.tasks.values()):
+                task.process(budget)
+                task.punctuate()
+            self.process_time_s += time.perf_counter() - start
+            self._commit(force=False)
+            self._sample_rate()
+
+    def _sample_rate(self) -> None:
+        now = time.monotonic()
+        then, total_then = self._rate_sample
+        if now - then >= 1.0:
+            total = self.processed_total
+            self.rate = (total - total_then) / (now - then)
+            self._rate_sample = (now, total)
+
+    def _commit(self, force: bool) -> None:
+        due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
+        if not (force or due or any(t.commit_requested for t in self.tasks.values())):
+            return
+        offsets: dict[TopicPartition, int] = {}
+        per_task = []
+        for task in self.tasks.values():
+            task.flush()
+            task_offsets = task.offsets_to_commit()
+            offsets.update(task_offsets)
+            per_task.append((task, task_offsets))
+        self.producer.flush()
+        if offsets:
+            self.consumer.commit(offsets)
+            self.commit_total += 1
+        for task, task_offsets in per_task:
+            task.mark_committed(task_offsets)
+        self._last_commit = time.monotonic()
+
+    def _close(self) -> None:
+        try:
+            self._close_tasks()
+        finally:
+            for closer in (self.consumer.close, self.restore_consumer.close, self.producer.close):
+                try:
+                    closer()
+                except Exception:
+                    log.exception("closing a client of %s failed", self.name)
+
+    def assignment(self) -> dict[str, list[str]]:
+        """Task id -> the partitions it reads (this thread's active tasks)."""
+        return {tid: sorted(str(tp) for tp in task.queues) for tid, task in sorted(self.tasks.items())}

@@ -1,0 +1,376 @@
+"""``StreamTask``: one partition number of one sub-topology; picks records, keeps stream time, punctuates.
+
+A task owns fresh instances of its sub-topology's processors and stores. It takes records from its
+partitions' queues lowest timestamp first, advances its stream time, runs punctuators, and reports the
+offsets to commit. Records are written through a ``RecordCollector`` (the thread's producer, or the test
+driver's capture).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
+from kstream_nb.errors import DeserializationError, ProcessingError
+from kstream_nb.processor.api import PunctuationType, Record
+from kstream_nb.processor.batch import RecordBatch
+from kstream_nb.processor.node import ProcessorNode, SourceNode
+from kstream_nb.processor.timestamps import FieldTimestampExtractor
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
+from kstream_nb.state.store import RestoreCallback, StateStore
+from kstream_nb.topology.topology import SubTopology, Topology
+
+log = logging.getLogger("kstream_nb.task")
+
+
+class RecordCollector(Protocol):
+    """Where a task's output goes: sink records, repartition records and changelog records."""
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+             partition: int | None) -> None: ...  # fmt: skip
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+
+class RegisteredStore:
+    """A store of the task with its restore callback and changelog partition."""
+
+    __slots__ = ("changelog", "restore", "store")
+
+    def __init__(self, store: StateStore, restore: RestoreCallback, changelog: TopicPartition | None) -> None:
+        self.store = store
+        self.restore = restore
+        self.changelog = changelog
+
+
+class StreamTask:
+    """Runs one task: ``add`` fetched batches, ``process`` them, ``punctuate``, ``commit`` offsets."""
+
+    def __init__(self, task_id: str, subtopology: SubTopology, partition: int, topology: Topology,
+                 config: StreamsConfig, collector: RecordCollector, wall_clock: Callable[[], int],
+                 partitions: list[TopicPartition] | None = None) -> None:  # fmt: skip
+        self.task_id = task_id
+        self.subtopology = subtopology
+        self.partition = partition
+        self.application_id = config.application_id
+        self.state_dir = config.state_dir
+        self._config = config
+        self._topology = topology
+        self._collector = collector
+        self._wall_clock = wall_clock
+        self.stream_time = -1
+        self.current_topic: str | None = None
+        self.current_partition = partition
+        self.current_offset = -1
+        self.current_timestamp = -1
+        self.current_headers: Headers = ()
+        self.processed_total = 0
+        self.dropped_total = 0
+        self.skipped_deserialization = 0
+        self.commit_requested = False
+        self.consumed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._stream_punctuations = PunctuationQueue()
+        self._wall_punctuations = PunctuationQueue()
+        graph = topology.build_task_graph(
+            subtopology, config.default_key_serde, config.default_value_serde, config.default_timestamp_extractor
+        )
+        self.sources: dict[str, SourceNode] = {self.resolve_topic(t): n for t, n in graph.sources.items()}
+        self.nodes: list[ProcessorNode] = graph.nodes
+        self.queues: dict[TopicPartition, deque[Any]] = {tp: deque() for tp in partitions or ()}
+        self.stores: dict[str, RegisteredStore] = {}
+        for builder in graph.stores:
+            store = builder.build(config.default_key_serde, config.default_value_serde)
+            store.init(self)  # type: ignore[arg-type]
+        self._closed = False
+
+    # ---- what stores and nodes see (StateStoreContext, TaskHandle) -----------------------------
+
+    @property
+    def timestamp(self) -> int:
+        return self.current_timestamp
+
+    def changelog_topic(self, store_name: str) -> str:
+        return f"{self.application_id}-{store_name}-changelog"
+
+    def log_change(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int) -> None:
+        self._collector.send(topic, key, value, timestamp, (), partition)
+
+    def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
+        changelog = TopicPartition(changelog_topic, self.partition) if changelog_topic else None
+        self.stores[store.name] = RegisteredStore(store, restore, changelog)
+
+    def get_store(self, name: str) -> StateStore:
+        return self.stores[name].store
+
+    def resolve_topic(self, name: str) -> str:
+        return f"{self.application_id}-{name}" if self._topology.is_internal(name) else name
+
+    def partition_count(self, topic: str) -> int:
+        return self._collector.partition_count(topic)
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+             partition: int | None) -> None:  # fmt: skip
+        self._collector.send(topic, key, value, timestamp, headers, partition)
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
+        self._collector.send_columnar(topic, batch, partition)
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Callable[[int], None]) -> PunctuationSchedule:  # fmt: skip
+        if punctuation_type is PunctuationType.STREAM_TIME:
+            schedule = PunctuationSchedule(None, interval_ms, punctuation_type, punctuator, 0)
+            self._stream_punctuations.add(schedule)
+        else:
+            schedule = PunctuationSchedule(
+                None, interval_ms, punctuation_type, punctuator, self._wall_clock() + interval_ms
+            )
+            self._wall_punctuations.add(schedule)
+        return schedule
+
+    def request_commit(self) -> None:
+        self.commit_requested = True
+
+    def wall_clock_ms(self) -> int:
+        return self._wall_clock()
+
+    def record_dropped(self, processor: str, reason: str) -> None:
+        self.dropped_total += 1
+        log.debug("task %s: %s dropped a record (%s)", self.task_id, processor, reason)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Runs every processor's ``init`` (after the stores are restored)."""
+        for node in self.nodes:
+            node.init(self)
+
+    def changelog_partitions(self) -> dict[TopicPartition, RegisteredStore]:
+        return {r.changelog: r for r in self.stores.values() if r.changelog is not None}
+
+    def close(self) -> None:
+        """Closes processors and stores; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        for node in self.nodes:
+            try:
+                node.close()
+            except Exception as e:  # a failing close must not keep the other stores open
+                errors.append(e)
+        for registered in self.stores.values():
+            registered.store.close()
+        if errors:
+            raise ProcessingError(f"closing task {self.task_id} failed: {errors[0]}", task_id=self.task_id)
+
+    # ---- records -------------------------------------------------------------------------------
+
+    def add(self, fetched: FetchedBatch) -> None:
+        """Deserializes a fetched batch into the partition's queue (column-wise when possible)."""
+        tp = TopicPartition(fetched.topic, fetched.partition)
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        source = self.sources[fetched.topic]
+        if fetched.columnar is not None:
+            batch = self._columnar(fetched, source)
+            if batch is not None:
+                queue.append(batch)
+                return
+        key_de = source.key_serde.deserialize
+        value_de = source.value_serde.deserialize
+        extractor = source.timestamp_extractor
+        record_time = extractor is None or extractor.uses_record_timestamp
+        topic = fetched.topic
+        append = queue.append
+        for cr in fetched.records:
+            try:
+                record = Record(key_de(topic, cr.key), value_de(topic, cr.value), cr.timestamp, cr.headers)
+            except Exception as e:
+                self._deserialization_failed(cr.topic, cr.partition, cr.offset, e)
+                continue
+            if not record_time:
+                record.timestamp = self._extract(extractor, record, cr.topic, cr.partition, cr.offset)
+            elif record.timestamp < 0:
+                raise ProcessingError(
+                    f"invalid (negative) timestamp {record.timestamp}", task_id=self.task_id,
+                    topic=cr.topic, partition=cr.partition, offset=cr.offset,
+                )  # fmt: skip
+            append((record, cr.offset))
+
+    def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
+        col = fetched.columnar
+        assert col is not None
+        if col.key_serde != source.key_serde or col.value_serde != source.value_serde:
+            return None
+        extractor = source.timestamp_extractor
+        timestamps = np.asarray(col.timestamps, dtype=np.int64)
+        if isinstance(extractor, FieldTimestampExtractor):
+            if extractor.field not in col.values.columns or col.values[extractor.field].dtype.kind not in "iu":
+                return None
+            timestamps = col.values[extractor.field].to_numpy(dtype=np.int64)
+        elif not (extractor is None or extractor.uses_record_timestamp):
+            return None
+        offsets = np.arange(fetched.base_offset, fetched.base_offset + len(col), dtype=np.int64)
+        return RecordBatch(
+            fetched.topic, fetched.partition, col.keys, col.values, timestamps, offsets,
+            col.key_serde, col.value_serde, col.headers,
+        )  # fmt: skip
+
+    def _extract(self, extractor: Any, record: Record, topic: str, partition: int, offset: int) -> int:
+        try:
+            ts = int(extractor.extract(record, self.stream_time))
+        except Exception as e:
+            raise ProcessingError(
+                f"timestamp extractor failed: {type(e).__name__}: {e}", task_id=self.task_id,
+                topic=topic, partition=partition, offset=offset,
+            ) from e  # fmt: skip
+        if ts < 0:
+            raise ProcessingError(
+                f"timestamp extractor returned a negative timestamp {ts}", task_id=self.task_id,
+                topic=topic, partition=partition, offset=offset,
+            )  # fmt: skip
+        return ts
+
+    def _deserialization_failed(self, topic: str, partition: int, offset: int, error: Exception) -> None:
+        if self._config.default_deserialization_exception_handler == "log_and_continue":
+            self.skipped_deserialization += 1
+            log.warning("skipping record %s-%d@%d: %s", topic, partition, offset, error)
+            return
+        raise DeserializationError(
+            f"cannot deserialize record: {error}", task_id=self.task_id, topic=topic, partition=partition,
+            offset=offset,
+        ) from error  # fmt: skip
+
+    def buffered(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def _next_queue(self) -> tuple[TopicPartition, deque[Any]] | None:
+        best = None
+        best_ts = None
+        for tp, queue in self.queues.items():
+            if queue:
+                head = queue[0]
+                ts = head.timestamps[0] if type(head) is RecordBatch else head[0].timestamp
+                if best_ts is None or ts < best_ts:
+                    best, best_ts = (tp, queue), ts
+        return best
+
+    def process(self, budget: int) -> int:
+        """Processes up to about ``budget`` buffered records, lowest head timestamp first."""
+        done = 0
+        single = len(self.queues) == 1
+        while done < budget:
+            picked = next(iter(self.queues.items())) if single else self._next_queue()
+            if picked is None or not picked[1]:
+                break
+            tp, queue = picked
+            source = self.sources[tp.topic]
+            self.current_topic = tp.topic
+            self.current_partition = tp.partition
+            if single:
+                done += self._drain(tp, queue, source, budget - done)
+            else:
+                done += self._process_one(tp, queue.popleft(), source)
+        self.processed_total += done
+        return done
+
+    def _drain(self, tp: TopicPartition, queue: deque[Any], source: SourceNode, budget: int) -> int:
+        done = 0
+        process = source.processor.process
+        stream_time = self.stream_time
+        try:
+            while queue and done < budget:
+                item = queue[0]
+                if type(item) is RecordBatch:
+                    done += self._process_one(tp, queue.popleft(), source)
+                    stream_time = self.stream_time
+                    continue
+                record, offset = queue.popleft()
+                ts = record.timestamp
+                if ts > stream_time:
+                    self.stream_time = stream_time = ts
+                self.current_offset = offset
+                self.current_timestamp = ts
+                self.current_headers = record.headers
+                process(record)
+                done += 1
+                self.consumed[tp] = offset + 1
+        except ProcessingError:
+            raise
+        except Exception as e:
+            raise ProcessingError(
+                f"{type(e).__name__}: {e}", task_id=self.task_id, processor=source.name, topic=tp.topic,
+                partition=tp.partition, offset=self.current_offset,
+            ) from e  # fmt: skip
+        return done
+
+    def _process_one(self, tp: TopicPartition, item: Any, source: SourceNode) -> int:
+        if type(item) is RecordBatch:
+            if len(item):
+                self.stream_time = max(self.stream_time, int(item.timestamps.max()))
+                self.current_offset = int(item.offsets[-1])
+                self.current_timestamp = int(item.timestamps[-1])
+                source.processor.process_batch(item)  # type: ignore[attr-defined]
+                self.consumed[tp] = int(item.offsets[-1]) + 1
+            return len(item)
+        record, offset = item
+        if record.timestamp > self.stream_time:
+            self.stream_time = record.timestamp
+        self.current_offset = offset
+        self.current_timestamp = record.timestamp
+        self.current_headers = record.headers
+        source.processor.process(record)
+        self.consumed[tp] = offset + 1
+        return 1
+
+    # ---- punctuation and commit ----------------------------------------------------------------
+
+    def punctuate(self) -> int:
+        """Fires due stream-time and wall-clock punctuators; returns how many fired."""
+        fired = 0
+        for queue, now in ((self._stream_punctuations, self.stream_time), (self._wall_punctuations, None)):
+            if not len(queue):
+                continue
+            if now is None:
+                now = self._wall_clock()
+            if now < 0:
+                continue
+            for schedule in queue.due(now):
+                self.current_topic, self.current_offset = None, -1
+                self.current_partition, self.current_timestamp, self.current_headers = self.partition, now, ()
+                try:
+                    schedule.punctuator(now)
+                except ProcessingError:
+                    raise
+                except Exception as e:
+                    raise ProcessingError(
+                        f"punctuator failed: {type(e).__name__}: {e}", task_id=self.task_id
+                    ) from e
+                fired += 1
+        return fired
+
+    def flush(self) -> None:
+        for registered in self.stores.values():
+            registered.store.flush()
+
+    def offsets_to_commit(self) -> dict[TopicPartition, int]:
+        """Consumed positions that changed since the last commit (call ``flush`` first)."""
+        changed = {tp: off for tp, off in self.consumed.items() if self._committed.get(tp) != off}
+        return changed
+
+    def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
+        self._committed.update(offsets)
+        self.commit_requested = False
+
+    def __repr__(self) -> str:
+        return f"StreamTask({self.task_id}, partitions={sorted(map(str, self.queues))})"

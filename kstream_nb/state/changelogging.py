@@ -1,0 +1,203 @@
+"""Store layers: change-logging (writes every change to the changelog, restores from it) and metering."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from time import perf_counter_ns
+from typing import Any
+
+from kstream_nb.cluster.serdes import Serde
+from kstream_nb.errors import IllegalStateError
+from kstream_nb.state.store import (
+    KeyValue,
+    KeyValueStore,
+    RestoreCallback,
+    StateStore,
+    StateStoreContext,
+    WrappedKeyValueStore,
+)
+
+
+class _ChangelogRegistration:
+    """A context seen by the layers below change-logging: their registration carries the changelog.
+
+    The innermost store registers the stack (as in Kafka Streams); this swaps in the change-logging
+    layer's restore callback and changelog topic, so each store is registered exactly once.
+    """
+
+    def __init__(self, context: StateStoreContext, restore: RestoreCallback, topic: str) -> None:
+        self._context = context
+        self._restore = restore
+        self._topic = topic
+        self.application_id = context.application_id
+        self.task_id = context.task_id
+        self.partition = context.partition
+        self.state_dir = context.state_dir
+
+    def changelog_topic(self, store_name: str) -> str:
+        return self._context.changelog_topic(store_name)
+
+    def log_change(
+        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
+    ) -> None:
+        self._context.log_change(topic, partition, key, value, timestamp)
+
+    def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
+        self._context.register(store, self._restore, self._topic)
+
+    @property
+    def timestamp(self) -> int:
+        return self._context.timestamp
+
+
+class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
+    """Writes each put/delete to the store's changelog topic after applying it to the inner store.
+
+    Keys and values are serialized with the store's serdes; a delete is logged as a tombstone. The
+    restore callback it registers applies a batch of changelog records to the inner store directly,
+    so restoring does not log the records again.
+    """
+
+    def __init__(self, inner: KeyValueStore, key_serde: Serde, value_serde: Serde) -> None:
+        super().__init__(inner)
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._context: StateStoreContext | None = None
+        self._topic = ""
+
+    @property
+    def changelog_topic(self) -> str:
+        """The changelog topic (known after ``init``)."""
+        return self._topic
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._topic = context.changelog_topic(self.name)
+        self._context = context
+        registration = _ChangelogRegistration(context, self.restore, self._topic)
+        self.inner.init(registration, root if root is not None else self)
+
+    def restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
+        """Applies changelog records (tombstones delete) to the inner store without logging them."""
+        topic = self._topic
+        key_de = self.key_serde.deserialize
+        value_de = self.value_serde.deserialize
+        self.inner.put_all((key_de(topic, k), None if v is None else value_de(topic, v)) for k, v in batch)
+
+    def _log(self, key: Any, value: Any) -> None:
+        context = self._context
+        if context is None:
+            raise IllegalStateError(f"store {self.name!r} is not initialized: call init(context) first")
+        topic = self._topic
+        context.log_change(
+            topic,
+            context.partition,
+            self.key_serde.serialize(topic, key),
+            None if value is None else self.value_serde.serialize(topic, value),
+            context.timestamp,
+        )
+
+    def put(self, key: Any, value: Any) -> None:
+        self.inner.put(key, value)
+        self._log(key, value)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        old = self.inner.put_if_absent(key, value)
+        if old is None:
+            self._log(key, value)
+        return old
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        entries = list(entries)
+        self.inner.put_all(entries)
+        for key, value in entries:
+            self._log(key, value)
+
+    def delete(self, key: Any) -> Any:
+        old = self.inner.delete(key)
+        self._log(key, None)
+        return old
+
+
+class MeteredKeyValueStore(WrappedKeyValueStore):
+    """The outermost layer: counts operations for ``metrics()``.
+
+    Point operations only bump an int (no clock reads on the hot path); scans and flushes, which cost
+    far more than a clock read, are also timed. Counts from concurrent readers are approximate.
+    """
+
+    def __init__(self, inner: KeyValueStore, metrics_scope: str = "in-memory") -> None:
+        super().__init__(inner)
+        self.metrics_scope = metrics_scope
+        self._gets = 0
+        self._puts = 0
+        self._deletes = 0
+        self._scans = 0
+        self._scan_ns = 0
+        self._flushes = 0
+        self._flush_ns = 0
+
+    def metrics(self) -> dict[str, Any]:
+        """Operation counts and time spent in scans/flushes (milliseconds), with the store's identity."""
+        return {
+            "store": self.name,
+            "scope": self.metrics_scope,
+            "entries": self.inner.approximate_num_entries(),
+            "get_total": self._gets,
+            "put_total": self._puts,
+            "delete_total": self._deletes,
+            "scan_total": self._scans,
+            "scan_time_ms": self._scan_ns / 1e6,
+            "flush_total": self._flushes,
+            "flush_time_ms": self._flush_ns / 1e6,
+        }
+
+    def get(self, key: Any) -> Any:
+        self._gets += 1
+        return self.inner.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._puts += 1
+        self.inner.put(key, value)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        self._puts += 1
+        return self.inner.put_if_absent(key, value)
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        entries = list(entries)
+        self._puts += len(entries)
+        self.inner.put_all(entries)
+
+    def delete(self, key: Any) -> Any:
+        self._deletes += 1
+        return self.inner.delete(key)
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        start = perf_counter_ns()
+        try:
+            return self.inner.range(from_key, to_key)
+        finally:
+            self._scans += 1
+            self._scan_ns += perf_counter_ns() - start
+
+    def reverse_range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        start = perf_counter_ns()
+        try:
+            return self.inner.reverse_range(from_key, to_key)
+        finally:
+            self._scans += 1
+            self._scan_ns += perf_counter_ns() - start
+
+    def all(self) -> list[KeyValue]:
+        return self.range()
+
+    def reverse_all(self) -> list[KeyValue]:
+        return self.reverse_range()
+
+    def flush(self) -> None:
+        start = perf_counter_ns()
+        try:
+            self.inner.flush()
+        finally:
+            self._flushes += 1
+            self._flush_ns += perf_counter_ns() - start

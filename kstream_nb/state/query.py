@@ -1,0 +1,75 @@
+"""Interactive queries: one read-only view over the same-named stores of all local tasks."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from kstream_nb.errors import InvalidStateStoreError
+from kstream_nb.state.store import KeyValue, ReadOnlyKeyValueStore, StateStore, sort_entries
+
+
+class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
+    """What ``app.store(name)`` returns: reads across every local task's instance of the store.
+
+    Each task owns the store instance of its partition, and a key lives in exactly one partition, so
+    ``get`` returns the first hit and scans merge the instances in key order. The instances are asked
+    for on every call, so the view follows rebalances.
+    """
+
+    def __init__(self, name: str, stores_provider: Callable[[], list[ReadOnlyKeyValueStore]]) -> None:
+        self.name = name
+        self._provider = stores_provider
+
+    def _stores(self) -> list[ReadOnlyKeyValueStore]:
+        stores = self._provider()
+        if not stores:
+            raise InvalidStateStoreError(
+                f"state store {self.name!r} has no local instance: the application is not running "
+                "(call start() first) or its tasks are being (re)assigned; retry shortly"
+            )
+        for store in stores:
+            if isinstance(store, StateStore) and not store.is_open:
+                raise InvalidStateStoreError(
+                    f"state store {self.name!r} is closed: the application stopped or is migrating "
+                    "this store's task; retry after the rebalance"
+                )
+        return stores
+
+    def get(self, key: Any) -> Any:
+        for store in self._stores():
+            value = store.get(key)
+            if value is not None:
+                return value
+        return None
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        entries: list[KeyValue] = []
+        for store in self._stores():
+            entries.extend(store.range(from_key, to_key))
+        return sort_entries(entries)
+
+    def reverse_range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        return self.range(from_key, to_key)[::-1]
+
+    def approximate_num_entries(self) -> int:
+        return sum(store.approximate_num_entries() for store in self._stores())
+
+    def __repr__(self) -> str:
+        try:
+            stores = self._stores()
+        except InvalidStateStoreError:
+            return f"<store {self.name!r}: not available (application not running or rebalancing)>"
+        entries = sum(store.approximate_num_entries() for store in stores)
+        return f"<store {self.name!r}: {entries} entries in {len(stores)} local task store(s)>"
+
+    def _repr_html_(self) -> str | None:
+        """A table of the first entries in notebooks (plain repr when the store is not available)."""
+        try:
+            frame = self.to_pandas()
+        except InvalidStateStoreError:
+            return None
+        head = frame.head(20).to_html(index=False)
+        more = f"<p>{len(frame)} entries, showing 20</p>" if len(frame) > 20 else ""
+        return f"<p>store <code>{html.escape(self.name)}</code></p>{head}{more}"

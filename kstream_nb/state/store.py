@@ -1,0 +1,257 @@
+"""State store interfaces: what a store is, what the runtime hands it, and what readers may ask of it.
+
+Keys and values are decoded Python objects. Scans return keys in ascending natural Python order; when
+the keys of a store are not mutually comparable (say ``1`` and ``"a"``, or dicts), they are ordered by
+their JSON encoding (orjson, sorted dict keys) instead, so every store still has one total order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import orjson
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RestoreCallback = Callable[[list[tuple["bytes | None", "bytes | None"]]], None]
+KeyOrder = Callable[[Any], Any]
+
+
+class KeyValue(NamedTuple):
+    """One entry of a key-value store."""
+
+    key: Any
+    value: Any
+
+
+class StateStoreContext(Protocol):
+    """What the runtime hands a store at ``init``: where it runs and how it logs and restores changes."""
+
+    application_id: str
+    task_id: str
+    partition: int
+    state_dir: str | None
+
+    def changelog_topic(self, store_name: str) -> str:
+        """The store's changelog topic, ``<application_id>-<store>-changelog``."""
+        ...
+
+    def log_change(
+        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
+    ) -> None:
+        """Writes one change (``value`` None = tombstone) to the changelog."""
+        ...
+
+    def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
+        """Registers a store so the runtime restores, flushes and closes it."""
+        ...
+
+    @property
+    def timestamp(self) -> int:
+        """Timestamp of the record being processed."""
+        ...
+
+
+def json_order(key: Any) -> bytes:
+    """The fallback sort key: the key's JSON encoding (total order over any JSON-able key)."""
+    return orjson.dumps(key, default=str, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def sort_keys(keys: Iterable[Any]) -> tuple[list[Any], KeyOrder | None]:
+    """Sorts keys naturally, or by JSON encoding when they do not compare; returns the order used."""
+    result = list(keys)
+    try:
+        result.sort()
+        return result, None
+    except TypeError:
+        result.sort(key=json_order)
+        return result, json_order
+
+
+def sort_entries(entries: list[KeyValue]) -> list[KeyValue]:
+    """Sorts entries by key in place (natural order, JSON-encoding fallback) and returns them."""
+    try:
+        entries.sort(key=itemgetter(0))
+    except TypeError:
+        entries.sort(key=lambda kv: json_order(kv[0]))
+    return entries
+
+
+class StateStore(ABC):
+    """A named piece of task state that the runtime initializes, flushes and closes."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The store's name, unique within a topology."""
+
+    @property
+    @abstractmethod
+    def persistent(self) -> bool:
+        """Whether the store keeps its data on disk (then restore only replays the changelog's tail)."""
+
+    @abstractmethod
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        """Opens the store for a task; ``root`` is the outermost layer, the one to register."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Makes buffered writes durable (called on commit)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Releases the store; it cannot be used afterwards."""
+
+    @property
+    @abstractmethod
+    def is_open(self) -> bool:
+        """Whether ``init`` ran and ``close`` did not."""
+
+
+class ReadOnlyKeyValueStore(ABC):
+    """Read access to a key-value store, as interactive queries see it."""
+
+    @abstractmethod
+    def get(self, key: Any) -> Any:
+        """The value for ``key``, or None."""
+
+    @abstractmethod
+    def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        """Entries with ``from_key <= key <= to_key`` in ascending key order; a None bound is open."""
+
+    @abstractmethod
+    def reverse_range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        """Entries with ``from_key <= key <= to_key`` in descending key order; a None bound is open."""
+
+    def all(self) -> list[KeyValue]:
+        """All entries in ascending key order."""
+        return self.range()
+
+    def reverse_all(self) -> list[KeyValue]:
+        """All entries in descending key order."""
+        return self.reverse_range()
+
+    @abstractmethod
+    def approximate_num_entries(self) -> int:
+        """How many entries the store holds (exact for in-memory stores)."""
+
+    def to_pandas(self, expand: bool = False) -> pd.DataFrame:
+        """The entries as a DataFrame with ``key`` and ``value`` columns, sorted by key.
+
+        With ``expand=True`` dict values become one column per field (``pandas.json_normalize``); a
+        non-dict value lands in a ``value`` column.
+        """
+        import pandas as pd
+
+        entries = self.all()
+        if not expand:
+            return pd.DataFrame(entries, columns=["key", "value"])
+        rows = [v if isinstance(v, dict) else {"value": v} for _, v in entries]
+        frame = pd.json_normalize(rows) if rows else pd.DataFrame()
+        if "key" in frame.columns:
+            frame = frame.rename(columns={"key": "value.key"})
+        frame.insert(0, "key", [k for k, _ in entries])
+        return frame
+
+    def __len__(self) -> int:
+        return self.approximate_num_entries()
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def __iter__(self) -> Iterator[KeyValue]:
+        """Iterates entries in key order, so ``dict(store)`` copies the store."""
+        return iter(self.all())
+
+
+class KeyValueStore(ReadOnlyKeyValueStore, StateStore):
+    """A read-write key-value store; a None value deletes, as in Kafka Streams."""
+
+    @abstractmethod
+    def put(self, key: Any, value: Any) -> None:
+        """Sets ``key`` to ``value``; a None value deletes the key."""
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        """Puts only when ``key`` has no value; returns the value that was there (None if it was put)."""
+        old = self.get(key)
+        if old is None:
+            self.put(key, value)
+        return old
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        """Puts every ``(key, value)`` pair in order (None values delete)."""
+        for key, value in entries:
+            self.put(key, value)
+
+    @abstractmethod
+    def delete(self, key: Any) -> Any:
+        """Removes ``key``; returns the old value or None."""
+
+
+class WrappedKeyValueStore(KeyValueStore):
+    """A layer over another key-value store that forwards everything; layers override what they add.
+
+    Stores are stacks of these (metered -> caching -> change-logging -> in-memory / RocksDB), as in
+    Kafka Streams; a new layer is a subclass plus a line in the store builder.
+    """
+
+    def __init__(self, inner: KeyValueStore) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def persistent(self) -> bool:
+        return self.inner.persistent
+
+    @property
+    def is_open(self) -> bool:
+        return self.inner.is_open
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self.inner.init(context, root if root is not None else self)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def get(self, key: Any) -> Any:
+        return self.inner.get(key)
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        return self.inner.range(from_key, to_key)
+
+    def reverse_range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        return self.inner.reverse_range(from_key, to_key)
+
+    def all(self) -> list[KeyValue]:
+        return self.inner.all()
+
+    def reverse_all(self) -> list[KeyValue]:
+        return self.inner.reverse_all()
+
+    def approximate_num_entries(self) -> int:
+        return self.inner.approximate_num_entries()
+
+    def put(self, key: Any, value: Any) -> None:
+        self.inner.put(key, value)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        return self.inner.put_if_absent(key, value)
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        self.inner.put_all(entries)
+
+    def delete(self, key: Any) -> Any:
+        return self.inner.delete(key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"

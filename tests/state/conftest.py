@@ -1,0 +1,49 @@
+"""Fixtures for state tests: a fake StateStoreContext that records changelog writes, a JSON serde."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.state.store import StateStore
+
+
+class FakeContext:
+    """Records what stores log and register; the timestamp is settable."""
+
+    def __init__(self, application_id: str = "app", partition: int = 0) -> None:
+        self.application_id = application_id
+        self.task_id = f"0_{partition}"
+        self.partition = partition
+        self.state_dir: str | None = None
+        self.timestamp = 0
+        self.logged: list[tuple[str, int, bytes | None, bytes | None, int]] = []
+        self.registered: list[tuple[StateStore, Callable[..., None], str | None]] = []
+
+    def changelog_topic(self, store_name: str) -> str:
+        return f"{self.application_id}-{store_name}-changelog"
+
+    def log_change(
+        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
+    ) -> None:
+        self.logged.append((topic, partition, key, value, timestamp))
+
+    def register(self, store: StateStore, restore: Callable[..., None], changelog_topic: str | None) -> None:
+        self.registered.append((store, restore, changelog_topic))
+
+
+@pytest.fixture
+def context() -> FakeContext:
+    return FakeContext(partition=2)
+
+
+@pytest.fixture
+def make_context() -> Callable[..., FakeContext]:
+    return FakeContext
+
+
+@pytest.fixture
+def json_serde() -> Serde:
+    return serde_from("json")

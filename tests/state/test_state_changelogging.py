@@ -1,0 +1,87 @@
+"""ChangeLoggingKeyValueStore and MeteredKeyValueStore."""
+
+from __future__ import annotations
+
+import pytest
+
+from kstream_nb.errors import IllegalStateError
+from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore
+
+
+def test_logs_serialized_changes(context, json_serde) -> None:
+    store = ChangeLoggingKeyValueStore(InMemoryKeyValueStore("counts"), json_serde, json_serde)
+    store.init(context)
+    topic = "app-counts-changelog"
+    assert store.changelog_topic == topic
+
+    context.timestamp = 100
+    store.put("jack", 4)
+    context.timestamp = 200
+    store.put("lily", {"n": 7})
+    store.delete("jack")
+    store.put("mike", None)
+    assert store.put_if_absent("lily", 1) == {"n": 7}
+    assert store.put_if_absent("zoe", 1) is None
+    store.put_all([("a", 1), ("b", None)])
+
+    assert context.logged == [
+        (topic, 2, b'"jack"', b"4", 100),
+        (topic, 2, b'"lily"', b'{"n":7}', 200),
+        (topic, 2, b'"jack"', None, 200),
+        (topic, 2, b'"mike"', None, 200),
+        (topic, 2, b'"zoe"', b"1", 200),
+        (topic, 2, b'"a"', b"1", 200),
+        (topic, 2, b'"b"', None, 200),
+    ]
+    assert dict(store) == {"a": 1, "lily": {"n": 7}, "zoe": 1}
+
+
+def test_registers_once_with_restore_and_topic(context, json_serde) -> None:
+    inner = InMemoryKeyValueStore("counts")
+    store = ChangeLoggingKeyValueStore(inner, json_serde, json_serde)
+    store.init(context)
+    assert len(context.registered) == 1
+    registered, _restore, topic = context.registered[0]
+    assert registered is store
+    assert topic == "app-counts-changelog"
+    assert inner.is_open and store.is_open
+
+
+def test_restore_rebuilds_store_without_logging(context, json_serde) -> None:
+    store = ChangeLoggingKeyValueStore(InMemoryKeyValueStore("counts"), json_serde, json_serde)
+    store.init(context)
+    _, restore, _ = context.registered[0]
+    restore([(b'"jack"', b"1"), (b'"lily"', b"5"), (b'"jack"', b"3"), (b'"mike"', b"4")])
+    restore([(b'"lily"', None), (b'"nobody"', None)])
+    assert dict(store) == {"jack": 3, "mike": 4}
+    assert context.logged == []
+
+
+def test_write_before_init_is_a_clear_error(json_serde) -> None:
+    store = ChangeLoggingKeyValueStore(InMemoryKeyValueStore("counts"), json_serde, json_serde)
+    with pytest.raises(IllegalStateError, match="counts"):
+        store.put("k", 1)
+
+
+def test_metered_counts(context) -> None:
+    store = MeteredKeyValueStore(InMemoryKeyValueStore("counts"))
+    store.init(context)
+    assert context.registered[0][0] is store
+    store.put("a", 1)
+    store.put_all([("b", 2), ("c", 3)])
+    store.put_if_absent("a", 9)
+    store.get("a")
+    store.get("zz")
+    store.delete("b")
+    store.all()
+    store.range("a", "b")
+    store.flush()
+    metrics = store.metrics()
+    assert metrics["store"] == "counts" and metrics["scope"] == "in-memory"
+    assert metrics["put_total"] == 4
+    assert metrics["get_total"] == 2
+    assert metrics["delete_total"] == 1
+    assert metrics["scan_total"] == 2
+    assert metrics["flush_total"] == 1
+    assert metrics["entries"] == 2
+    assert metrics["scan_time_ms"] >= 0
