@@ -137,8 +137,7 @@ class MemoryCluster(Cluster):
             for spec in specs:
                 if not _TOPIC_NAME.match(spec.name) or spec.name in (".", ".."):
                     raise StreamsError(
-                        f"invalid topic name {spec.name!r}: "
-                        "use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+                        f"invalid topic name {spec.name!r}: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
                     )
                 if spec.partitions < 1:
                     raise StreamsError(f"topic {spec.name!r}: partitions must be >= 1, got {spec.partitions}")
@@ -169,8 +168,7 @@ class MemoryCluster(Cluster):
             log = self.topic_log(name)
             if new_total <= len(log.partitions):
                 raise StreamsError(
-                    f"topic {name!r} has {len(log.partitions)} partitions; "
-                    f"new total {new_total} must be larger"
+                    f"topic {name!r} has {len(log.partitions)} partitions; new total {new_total} must be larger"
                 )
             log.add_partitions(new_total)
         self._topics_changed({name})

@@ -250,11 +250,7 @@ class MemoryConsumer(Consumer):
 
     def _reset(self, tp: TopicPartition, log: PartitionLog, out_of_range: int | None = None) -> int:
         if self.auto_offset_reset == "none":
-            why = (
-                "has no committed offset"
-                if out_of_range is None
-                else f"offset {out_of_range} is out of range"
-            )
+            why = "has no committed offset" if out_of_range is None else f"offset {out_of_range} is out of range"
             raise StreamsError(f"partition {tp} {why} and auto.offset.reset is 'none'")
         return log.start_offset if self.auto_offset_reset == "earliest" else log.end_offset
 
@@ -284,9 +280,7 @@ class MemoryConsumer(Consumer):
         """Moves to the end offset (all assigned partitions when None)."""
         self._seek_to(partitions, lambda log: log.end_offset)
 
-    def _seek_to(
-        self, partitions: Iterable[TopicPartition] | None, where: Callable[[PartitionLog], int]
-    ) -> None:
+    def _seek_to(self, partitions: Iterable[TopicPartition] | None, where: Callable[[PartitionLog], int]) -> None:
         for tp in map(as_tp, self._assigned if partitions is None else partitions):
             self._check_assigned(tp)
             log = self.cluster.partition_log(tp)
@@ -298,9 +292,7 @@ class MemoryConsumer(Consumer):
         self._check_assigned(tp)
         log = self.cluster.partition_log(tp)
         if log is None:
-            raise UnknownTopicError(
-                tp.topic, f"partition {tp} does not exist on {self.cluster.bootstrap_servers}"
-            )
+            raise UnknownTopicError(tp.topic, f"partition {tp} does not exist on {self.cluster.bootstrap_servers}")
         return self._valid_position(tp, log)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:

@@ -215,9 +215,7 @@ class PartitionLog:
         self._appended_since_clean += appended or self.segment_records
         if self.config.delete:
             self._apply_retention(now)
-        if self.config.compact and self._appended_since_clean >= max(
-            self.segment_records, self._live_after_clean
-        ):
+        if self.config.compact and self._appended_since_clean >= max(self.segment_records, self._live_after_clean):
             self._compact(now)
 
     def apply_retention(self) -> int:
@@ -314,9 +312,7 @@ class PartitionLog:
                     hi = min(len(seg), lo + max_records)
                     batch = seg.batch if lo == 0 and hi == len(seg) else _slice_batch(seg.batch, lo, hi)
                     parts.append(
-                        FetchedBatch(
-                            self.topic, self.partition, seg.base_offset + lo, None, batch, None, ts_type
-                        )
+                        FetchedBatch(self.topic, self.partition, seg.base_offset + lo, None, batch, None, ts_type)
                     )
                 else:
                     lo = seg.index_of(offset)
@@ -348,9 +344,7 @@ class _RawSlice:
     @staticmethod
     def take(seg: RawSegment, lo: int, hi: int) -> _RawSlice:
         offsets = (
-            seg.offsets[lo:hi]
-            if seg.offsets is not None
-            else range(seg.base_offset + lo, seg.base_offset + hi)
+            seg.offsets[lo:hi] if seg.offsets is not None else range(seg.base_offset + lo, seg.base_offset + hi)
         )
         return _RawSlice(
             seg.keys[lo:hi],

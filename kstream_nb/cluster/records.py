@@ -181,8 +181,6 @@ def normalize_headers(headers: Any) -> Headers:
         elif isinstance(value, bytearray | memoryview):
             value = bytes(value)
         elif value is not None and not isinstance(value, bytes):
-            raise SerializationError(
-                f"header {name!r} must be bytes, str or None, got {type(value).__name__}"
-            )
+            raise SerializationError(f"header {name!r} must be bytes, str or None, got {type(value).__name__}")
         out.append((str(name), value))
     return tuple(out)

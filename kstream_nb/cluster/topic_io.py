@@ -198,9 +198,7 @@ def _produce_columnar(
     return n
 
 
-def _target_partitions(
-    topic: str, frame: pd.DataFrame, keys: list[Any], count: int, kser: Serde
-) -> np.ndarray:
+def _target_partitions(topic: str, frame: pd.DataFrame, keys: list[Any], count: int, kser: Serde) -> np.ndarray:
     if "partition" in frame.columns:
         parts = frame["partition"].to_numpy(dtype=np.int64)
         bad = parts[(parts < 0) | (parts >= count)]

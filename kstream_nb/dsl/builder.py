@@ -36,7 +36,11 @@ class StreamsBuilder:
         names = [topics] if isinstance(topics, str) else list(topics)
         source = name or self.new_name("KSTREAM-SOURCE")
         self.topology.add_source(
-            source, *names, key_serde=key_serde, value_serde=value_serde, timestamp_extractor=timestamp_extractor
+            source,
+            *names,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            timestamp_extractor=timestamp_extractor,
         )
         return KStream(self, source, _serde(key_serde), _serde(value_serde))
 
@@ -53,7 +57,11 @@ class StreamsBuilder:
 
         source = self.new_name("KSTREAM-SOURCE")
         self.topology.add_source(
-            source, topic, key_serde=key_serde, value_serde=value_serde, timestamp_extractor=timestamp_extractor
+            source,
+            topic,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            timestamp_extractor=timestamp_extractor,
         )
         store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
         self.add_timestamped_store(store_name, key_serde, value_serde)

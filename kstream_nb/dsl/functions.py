@@ -16,9 +16,8 @@ def takes_key(fn: Callable[..., Any], op: str) -> bool:
     except (TypeError, ValueError):
         return False
     positional = [
-        p for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]  # fmt: skip
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return len(positional) == 0 or len(positional) >= 2
     if len(positional) > 2:

@@ -53,18 +53,23 @@ class KGroupedStream:
 
     def count(self, store: str | None = None) -> KTable:
         """Number of records per key (records with a null value are not counted)."""
-        return self._aggregate(
-            "KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, _zero, _count_add), store, None
-        )
+        return self._aggregate("KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, _zero, _count_add), store, None)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any], store: str | None = None, value_serde: Any = None) -> KTable:
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], store: str | None = None, value_serde: Any = None
+    ) -> KTable:
         """``reducer(aggregate, value)`` per key; the first value is the initial aggregate."""
         check_callable(reducer, "reduce")
         serde = value_serde if value_serde is not None else self.value_serde
         return self._aggregate("KSTREAM-REDUCE", lambda s: KStreamReduce(s, reducer), store, serde)
 
-    def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
-                  store: str | None = None, value_serde: Any = None) -> KTable:  # fmt: skip
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        store: str | None = None,
+        value_serde: Any = None,
+    ) -> KTable:
         """``aggregator(key, value, aggregate)`` per key, starting from ``initializer()``."""
         check_callable(initializer, "aggregate initializer")
         check_callable(aggregator, "aggregate aggregator")
@@ -76,8 +81,9 @@ class KGroupedStream:
 class KGroupedTable:
     """A re-keyed table; aggregations subtract a row's old value and add its new one."""
 
-    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any, value_serde: Any,
-                 name: str | None) -> None:  # fmt: skip
+    def __init__(
+        self, builder: StreamsBuilder, node: str, key_serde: Any, value_serde: Any, name: str | None
+    ) -> None:
         self._builder = builder
         self._node = node
         self.key_serde = key_serde
@@ -93,8 +99,13 @@ class KGroupedTable:
         topic = f"{base}-repartition"
         topology.add_repartition_topic(topic)
         inner = serde_from(self.value_serde) if self.value_serde is not None else JsonSerde()
-        topology.add_sink(f"{base}-repartition-sink", topic, self._node, key_serde=self.key_serde,
-                          value_serde=ChangeSerde(inner))  # fmt: skip
+        topology.add_sink(
+            f"{base}-repartition-sink",
+            topic,
+            self._node,
+            key_serde=self.key_serde,
+            value_serde=ChangeSerde(inner),
+        )
         source = f"{base}-repartition-source"
         topology.add_source(source, topic, key_serde=self.key_serde, value_serde=ChangeSerde(inner))
         builder.add_timestamped_store(store_name, self.key_serde, value_serde)
@@ -102,22 +113,36 @@ class KGroupedTable:
         topology.add_processor(node, lambda: make(store_name), source, stores=[store_name])
         return KTable(builder, node, self.key_serde, value_serde, store_name)
 
-    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                  subtractor: Callable[[Any, Any, Any], Any], store: str | None = None,
-                  value_serde: Any = None) -> KTable:  # fmt: skip
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+        store: str | None = None,
+        value_serde: Any = None,
+    ) -> KTable:
         """``adder(key, new, agg)`` for new values and ``subtractor(key, old, agg)`` for replaced ones."""
         for fn, what in ((initializer, "initializer"), (adder, "adder"), (subtractor, "subtractor")):
             check_callable(fn, f"aggregate {what}")
         return self._aggregate(
-            "KTABLE-AGGREGATE", lambda s: KTableAggregate(s, initializer, adder, subtractor), store, value_serde
+            "KTABLE-AGGREGATE",
+            lambda s: KTableAggregate(s, initializer, adder, subtractor),
+            store,
+            value_serde,
         )
 
-    def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
-               store: str | None = None) -> KTable:  # fmt: skip
+    def reduce(
+        self,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+        store: str | None = None,
+    ) -> KTable:
         """``adder(agg, new)`` and ``subtractor(agg, old)``; the first value is the initial aggregate."""
         check_callable(adder, "reduce adder")
         check_callable(subtractor, "reduce subtractor")
-        return self._aggregate("KTABLE-REDUCE", lambda s: KTableReduce(s, adder, subtractor), store, self.value_serde)
+        return self._aggregate(
+            "KTABLE-REDUCE", lambda s: KTableReduce(s, adder, subtractor), store, self.value_serde
+        )
 
     def count(self, store: str | None = None) -> KTable:
         """Rows per group key: +1 when a row joins the group, -1 when it leaves."""

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from kstream_nb.dsl.functions import check_callable, takes_key
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
-from kstream_nb.processor.table_ops import KTableSource
 from kstream_nb.processor.sink import StreamPartitioner
+from kstream_nb.processor.table_ops import KTableSource
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -24,22 +24,38 @@ class KStream:
     so that the next stateful operation first repartitions by the new key.
     """
 
-    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any = None, value_serde: Any = None,
-                 repartition_required: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        repartition_required: bool = False,
+    ) -> None:
         self._builder = builder
         self.node = node
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.repartition_required = repartition_required
 
-    def _then(self, prefix: str, processor: Callable[[], Any], *, key_changing: bool = False,
-              name: str | None = None, parents: Iterable[str] | None = None) -> KStream:  # fmt: skip
+    def _then(
+        self,
+        prefix: str,
+        processor: Callable[[], Any],
+        *,
+        key_changing: bool = False,
+        name: str | None = None,
+        parents: Iterable[str] | None = None,
+    ) -> KStream:
         node = name or self._builder.new_name(prefix)
         self._builder.topology.add_processor(node, processor, *(parents or [self.node]))
         return KStream(
-            self._builder, node, None if key_changing else self.key_serde, self.value_serde,
+            self._builder,
+            node,
+            None if key_changing else self.key_serde,
+            self.value_serde,
             self.repartition_required or key_changing,
-        )  # fmt: skip
+        )
 
     # ---- stateless -----------------------------------------------------------------------------
 
@@ -141,19 +157,32 @@ class KStream:
 
     # ---- topics --------------------------------------------------------------------------------
 
-    def to(self, topic: str, key_serde: Any = None, value_serde: Any = None,
-           partitioner: StreamPartitioner | None = None, name: str | None = None) -> None:  # fmt: skip
+    def to(
+        self,
+        topic: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        partitioner: StreamPartitioner | None = None,
+        name: str | None = None,
+    ) -> None:
         """Writes the stream to ``topic`` (key partitioned with murmur2 unless ``partitioner`` is given)."""
         node = name or self._builder.new_name("KSTREAM-SINK")
         self._builder.topology.add_sink(
-            node, topic, self.node,
+            node,
+            topic,
+            self.node,
             key_serde=key_serde if key_serde is not None else self.key_serde,
             value_serde=value_serde if value_serde is not None else self.value_serde,
             partitioner=partitioner,
-        )  # fmt: skip
+        )
 
-    def through(self, topic: str, key_serde: Any = None, value_serde: Any = None,
-                partitioner: StreamPartitioner | None = None) -> KStream:  # fmt: skip
+    def through(
+        self,
+        topic: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        partitioner: StreamPartitioner | None = None,
+    ) -> KStream:
         """Writes to a user topic (which must exist) and reads it back: a new sub-topology starts here."""
         self.to(topic, key_serde, value_serde, partitioner)
         return self._builder.stream(
@@ -162,17 +191,31 @@ class KStream:
             value_serde=value_serde if value_serde is not None else self.value_serde,
         )
 
-    def repartition(self, number_of_partitions: int | None = None, partitioner: StreamPartitioner | None = None,
-                    name: str | None = None, key_serde: Any = None, value_serde: Any = None) -> KStream:  # fmt: skip
+    def repartition(
+        self,
+        number_of_partitions: int | None = None,
+        partitioner: StreamPartitioner | None = None,
+        name: str | None = None,
+        key_serde: Any = None,
+        value_serde: Any = None,
+    ) -> KStream:
         """Re-distributes records by key through ``<application_id>-<name>-repartition``."""
         if number_of_partitions is not None and number_of_partitions < 1:
             raise ValueError(f"number_of_partitions must be >= 1, got {number_of_partitions}")
         base = name or self._builder.new_name("KSTREAM-REPARTITION")
-        return self._through_internal(base, number_of_partitions, partitioner, key_serde, value_serde,
-                                      filter_null_keys=False)  # fmt: skip
+        return self._through_internal(
+            base, number_of_partitions, partitioner, key_serde, value_serde, filter_null_keys=False
+        )
 
-    def _through_internal(self, base: str, partitions: int | None, partitioner: StreamPartitioner | None,
-                          key_serde: Any, value_serde: Any, filter_null_keys: bool) -> KStream:  # fmt: skip
+    def _through_internal(
+        self,
+        base: str,
+        partitions: int | None,
+        partitioner: StreamPartitioner | None,
+        key_serde: Any,
+        value_serde: Any,
+        filter_null_keys: bool,
+    ) -> KStream:
         topic = f"{base}-repartition"
         if topic in self._builder.topology.repartition_topics:
             raise TopologyError(f"repartition topic {topic!r} already exists: give the operation another name")
@@ -181,12 +224,19 @@ class KStream:
         value_serde = value_serde if value_serde is not None else self.value_serde
         stream = self
         if filter_null_keys:
-            stream = self._then(f"{base}-repartition-filter", lambda: ops.KStreamFilter(lambda k, v: k is not None),
-                                name=f"{base}-repartition-filter")  # fmt: skip
+            stream = self._then(
+                f"{base}-repartition-filter",
+                lambda: ops.KStreamFilter(lambda k, v: k is not None),
+                name=f"{base}-repartition-filter",
+            )
         self._builder.topology.add_sink(
-            f"{base}-repartition-sink", topic, stream.node,
-            key_serde=key_serde, value_serde=value_serde, partitioner=partitioner,
-        )  # fmt: skip
+            f"{base}-repartition-sink",
+            topic,
+            stream.node,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            partitioner=partitioner,
+        )
         source = f"{base}-repartition-source"
         self._builder.topology.add_source(source, topic, key_serde=key_serde, value_serde=value_serde)
         return KStream(self._builder, source, self._builder_serde(key_serde), self._builder_serde(value_serde))
@@ -205,14 +255,21 @@ class KStream:
 
     # ---- stateful ------------------------------------------------------------------------------
 
-    def group_by_key(self, key_serde: Any = None, value_serde: Any = None, name: str | None = None) -> KGroupedStream:
+    def group_by_key(
+        self, key_serde: Any = None, value_serde: Any = None, name: str | None = None
+    ) -> KGroupedStream:
         """Groups by the current key (repartitioning first if the key was changed upstream)."""
         from kstream_nb.dsl.grouped import KGroupedStream
 
         return KGroupedStream(self, key_serde, value_serde, name)
 
-    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Any = None, value_serde: Any = None,
-                 name: str | None = None) -> KGroupedStream:  # fmt: skip
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], Any],
+        key_serde: Any = None,
+        value_serde: Any = None,
+        name: str | None = None,
+    ) -> KGroupedStream:
         """Groups by ``selector(key, value)``; always repartitions before aggregating."""
         return self.select_key(selector).group_by_key(key_serde, value_serde, name)
 
@@ -245,8 +302,12 @@ class BranchedKStream:
         self._chains: list[Callable[[KStream], Any] | None] = []
         self._done = False
 
-    def branch(self, predicate: Callable[[Any, Any], Any], name: str | None = None,
-               chain: Callable[[KStream], Any] | None = None) -> BranchedKStream:  # fmt: skip
+    def branch(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        name: str | None = None,
+        chain: Callable[[KStream], Any] | None = None,
+    ) -> BranchedKStream:
         """Records matching ``predicate(key, value)`` (and no earlier branch) go to this branch."""
         check_callable(predicate, "branch")
         self._predicates.append(predicate)
@@ -254,7 +315,9 @@ class BranchedKStream:
         self._chains.append(chain)
         return self
 
-    def default_branch(self, name: str | None = None, chain: Callable[[KStream], Any] | None = None) -> dict[str, KStream]:
+    def default_branch(
+        self, name: str | None = None, chain: Callable[[KStream], Any] | None = None
+    ) -> dict[str, KStream]:
         """Records matching no branch go here; returns the branches by name."""
         return self._finish(self._prefix + (name or "0"), chain)
 
@@ -273,9 +336,13 @@ class BranchedKStream:
         predicates = list(self._predicates)
         child_default = children[-1] if default else None
         builder.topology.add_processor(
-            self._node, lambda: ops.KStreamBranch(predicates, children[: len(predicates)], child_default), stream.node
+            self._node,
+            lambda: ops.KStreamBranch(predicates, children[: len(predicates)], child_default),
+            stream.node,
         )
-        branch_stream = KStream(builder, self._node, stream.key_serde, stream.value_serde, stream.repartition_required)
+        branch_stream = KStream(
+            builder, self._node, stream.key_serde, stream.value_serde, stream.repartition_required
+        )
         result: dict[str, KStream] = {}
         for branch_name, child, chain in zip(names, children, chains):
             out = branch_stream._then("", ops.PassThrough, name=child)

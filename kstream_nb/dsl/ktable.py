@@ -20,8 +20,14 @@ class KTable:
     ``store_name`` is set when the table is materialized under a name a user can query.
     """
 
-    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any = None, value_serde: Any = None,
-                 store_name: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        store_name: str | None = None,
+    ) -> None:
         self._builder = builder
         self.node = node
         self.key_serde = key_serde
@@ -41,14 +47,16 @@ class KTable:
         )
         return KTable(builder, materialized, self.key_serde, self.value_serde, store)
 
-    def filter(self, predicate: Callable[[Any, Any], Any], store: str | None = None,
-               name: str | None = None) -> KTable:  # fmt: skip
+    def filter(
+        self, predicate: Callable[[Any, Any], Any], store: str | None = None, name: str | None = None
+    ) -> KTable:
         """Rows where ``predicate(key, value)`` holds; a row that stops matching is deleted downstream."""
         check_callable(predicate, "filter")
         return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate), store, name)
 
-    def filter_not(self, predicate: Callable[[Any, Any], Any], store: str | None = None,
-                   name: str | None = None) -> KTable:  # fmt: skip
+    def filter_not(
+        self, predicate: Callable[[Any, Any], Any], store: str | None = None, name: str | None = None
+    ) -> KTable:
         """Rows where ``predicate(key, value)`` does not hold."""
         check_callable(predicate, "filter_not")
         return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate, negate=True), store, name)
@@ -66,8 +74,13 @@ class KTable:
         self._builder.topology.add_processor(node, table_ops.KTableToStream, self.node)
         return KStream(self._builder, node, self.key_serde, self.value_serde)
 
-    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Any = None, value_serde: Any = None,
-                 name: str | None = None) -> KGroupedTable:  # fmt: skip
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], Any],
+        key_serde: Any = None,
+        value_serde: Any = None,
+        name: str | None = None,
+    ) -> KGroupedTable:
         """Re-keys rows with ``selector(key, value) -> (new_key, new_value)`` for aggregation."""
         from kstream_nb.dsl.grouped import KGroupedTable
 

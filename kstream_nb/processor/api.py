@@ -42,10 +42,11 @@ class Record:
         return Record(self.key, self.value, self.timestamp, headers)
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Record)
-            and (self.key, self.value, self.timestamp, self.headers)
-            == (other.key, other.value, other.timestamp, other.headers)
+        return isinstance(other, Record) and (self.key, self.value, self.timestamp, self.headers) == (
+            other.key,
+            other.value,
+            other.timestamp,
+            other.headers,
         )
 
     def __hash__(self) -> int:

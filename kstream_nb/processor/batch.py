@@ -41,15 +41,29 @@ class RecordBatch:
         """Same records (or the rows ``idx``) with new values."""
         if idx is None:
             return RecordBatch(
-                self.topic, self.partition, self.keys, values, self.timestamps, self.offsets,
-                self.key_serde, self.value_serde, self.headers,
-            )  # fmt: skip
+                self.topic,
+                self.partition,
+                self.keys,
+                values,
+                self.timestamps,
+                self.offsets,
+                self.key_serde,
+                self.value_serde,
+                self.headers,
+            )
         keys = [self.keys[i] for i in idx] if len(idx) != len(self.keys) else self.keys
         headers = [self.headers[i] for i in idx] if self.headers is not None else None
         return RecordBatch(
-            self.topic, self.partition, keys, values, self.timestamps[idx], self.offsets[idx],
-            self.key_serde, self.value_serde, headers,
-        )  # fmt: skip
+            self.topic,
+            self.partition,
+            keys,
+            values,
+            self.timestamps[idx],
+            self.offsets[idx],
+            self.key_serde,
+            self.value_serde,
+            headers,
+        )
 
     def value_dicts(self) -> list[dict[str, Any]]:
         """The values as one dict per record (NaN/NA cells become None, numpy scalars Python ones)."""

@@ -55,9 +55,14 @@ class TaskHandle(Protocol):
     def partition_count(self, topic: str) -> int: ...
 
     def send(
-        self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
         partition: int | None,
-    ) -> None: ...  # fmt: skip
+    ) -> None: ...
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
@@ -247,8 +252,14 @@ class SourceNode(ProcessorNode):
 
     __slots__ = ("key_serde", "timestamp_extractor", "topics", "value_serde")
 
-    def __init__(self, name: str, topics: tuple[str, ...], key_serde: Serde, value_serde: Serde,
-                 timestamp_extractor: TimestampExtractor | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        topics: tuple[str, ...],
+        key_serde: Serde,
+        value_serde: Serde,
+        timestamp_extractor: TimestampExtractor | None,
+    ) -> None:
         from kstream_nb.processor.stream_stateless import PassThrough
 
         super().__init__(name, PassThrough())

@@ -26,8 +26,9 @@ class SinkProcessor(Processor):
 
     context: NodeContext
 
-    def __init__(self, topic: str, key_serde: Serde, value_serde: Serde,
-                 partitioner: StreamPartitioner | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, topic: str, key_serde: Serde, value_serde: Serde, partitioner: StreamPartitioner | None = None
+    ) -> None:
         self.topic_name = topic
         self.key_serde = key_serde
         self.value_serde = value_serde
@@ -78,8 +79,9 @@ class SinkProcessor(Processor):
             rows = batch if len(targets) == 1 else batch.take(parts == p)
             self._task.send_columnar(
                 topic,
-                ColumnarBatch(rows.keys, rows.values, rows.timestamps, self.key_serde, self.value_serde,
-                              rows.headers),  # fmt: skip
+                ColumnarBatch(
+                    rows.keys, rows.values, rows.timestamps, self.key_serde, self.value_serde, rows.headers
+                ),
                 int(p),
             )
         return None

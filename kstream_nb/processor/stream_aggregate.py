@@ -17,8 +17,9 @@ class KStreamAggregate(Processor):
 
     context: NodeContext
 
-    def __init__(self, store_name: str, initializer: Callable[[], Any],
-                 aggregator: Callable[[Any, Any, Any], Any]) -> None:  # fmt: skip
+    def __init__(
+        self, store_name: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any]
+    ) -> None:
         self.store_name = store_name
         self.initializer = initializer
         self.aggregator = aggregator

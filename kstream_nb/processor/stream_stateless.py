@@ -117,8 +117,12 @@ class KStreamPeek(_Forwarding):
 class KStreamBranch(_Forwarding):
     """Sends each record to the first branch whose predicate matches, else to the default branch."""
 
-    def __init__(self, predicates: Sequence[Callable[[Any, Any], Any]], children: Sequence[str],
-                 default_child: str | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        predicates: Sequence[Callable[[Any, Any], Any]],
+        children: Sequence[str],
+        default_child: str | None,
+    ) -> None:
         self.branches = list(zip(predicates, children))
         self.default_child = default_child
 
@@ -204,4 +208,4 @@ def _pair(result: Any, op: str) -> tuple[Any, Any]:
 def _iterable(result: Any, op: str) -> Iterable[Any]:
     if result is None or isinstance(result, (str, bytes, dict)):
         raise TypeError(f"{op} must return an iterable of results (e.g. a list), got {result!r}")
-    return result  # type: ignore[no-any-return]
+    return result

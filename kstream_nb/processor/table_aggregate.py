@@ -14,8 +14,13 @@ class KTableAggregate(Processor):
 
     context: NodeContext
 
-    def __init__(self, store_name: str, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                 subtractor: Callable[[Any, Any, Any], Any]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store_name: str,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+    ) -> None:
         self.store_name = store_name
         self.initializer = initializer
         self.adder = adder
@@ -37,7 +42,7 @@ class KTableAggregate(Processor):
         agg = old_agg
         if change.old_value is not None and old_agg is not None:
             agg = self.subtractor(key, change.old_value, old_agg)
-            timestamp = max(timestamp, old.timestamp)  # type: ignore[union-attr]
+            timestamp = max(timestamp, old.timestamp)
         if change.new_value is not None:
             agg = self.adder(key, change.new_value, self.initializer() if agg is None else agg)
             if old is not None:
@@ -51,8 +56,9 @@ class KTableReduce(Processor):
 
     context: NodeContext
 
-    def __init__(self, store_name: str, adder: Callable[[Any, Any], Any],
-                 subtractor: Callable[[Any, Any], Any]) -> None:  # fmt: skip
+    def __init__(
+        self, store_name: str, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any]
+    ) -> None:
         self.store_name = store_name
         self.adder = adder
         self.subtractor = subtractor
@@ -73,7 +79,7 @@ class KTableReduce(Processor):
         agg = old_agg
         if change.old_value is not None and old_agg is not None:
             agg = self.subtractor(old_agg, change.old_value)
-            timestamp = max(timestamp, old.timestamp)  # type: ignore[union-attr]
+            timestamp = max(timestamp, old.timestamp)
         if change.new_value is not None:
             if agg is None:
                 agg = change.new_value

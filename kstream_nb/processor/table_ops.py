@@ -32,12 +32,7 @@ class KTableSource(Processor):
             self.context.record_dropped("null key in table")
             return
         old = self.store.get(key)
-        if (
-            self.drop_idempotent
-            and old is not None
-            and old.value == value
-            and record.timestamp >= old.timestamp
-        ):
+        if self.drop_idempotent and old is not None and old.value == value and record.timestamp >= old.timestamp:
             return
         self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
         self.context.forward(record.with_value(Change(value, old.value if old is not None else None)))
@@ -83,7 +78,9 @@ class KTableMapValues(Processor):
     def process(self, record: Record) -> None:
         change: Change = record.value
         self.context.forward(
-            record.with_value(Change(self._map(record.key, change.new_value), self._map(record.key, change.old_value)))
+            record.with_value(
+                Change(self._map(record.key, change.new_value), self._map(record.key, change.old_value))
+            )
         )
 
 

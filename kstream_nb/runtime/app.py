@@ -67,15 +67,23 @@ def _stop_all() -> None:
 class KafkaStreams:
     """Runs a topology: ``start()``, query with ``store()``, watch ``metrics()``/``assignment()``, ``stop()``."""
 
-    def __init__(self, topology: Topology, application_id: str, bootstrap_servers: str = "memory://",
-                 num_stream_threads: int = 1, **config: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        topology: Topology,
+        application_id: str,
+        bootstrap_servers: str = "memory://",
+        num_stream_threads: int = 1,
+        **config: Any,
+    ) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"KafkaStreams needs a Topology (builder.build()), got {type(topology).__name__}")
         topology.validate()
         self.config = StreamsConfig.of(
-            application_id=application_id, bootstrap_servers=bootstrap_servers,
-            num_stream_threads=num_stream_threads, **config,
-        )  # fmt: skip
+            application_id=application_id,
+            bootstrap_servers=bootstrap_servers,
+            num_stream_threads=num_stream_threads,
+            **config,
+        )
         if self.config.processing_guarantee == EXACTLY_ONCE_V2:
             raise StreamsError(
                 "processing_guarantee='exactly_once_v2' needs Kafka transactions, which this version does not "
@@ -149,13 +157,23 @@ class KafkaStreams:
             self._started_at = time.monotonic()
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
-        threading.Thread(target=self._watch_missing_topics, name=f"{self.application_id}-watch", daemon=True).start()
+        threading.Thread(
+            target=self._watch_missing_topics, name=f"{self.application_id}-watch", daemon=True
+        ).start()
         return self
 
     def _new_thread(self) -> StreamThread:
         name = f"{self.application_id}-StreamThread-{next(self._thread_index)}"
-        return StreamThread(name, self.process_id, self.topology, self.config, self.cluster, self.assignor,
-                            self._thread_state_changed, self._thread_failed)  # fmt: skip
+        return StreamThread(
+            name,
+            self.process_id,
+            self.topology,
+            self.config,
+            self.cluster,
+            self.assignor,
+            self._thread_state_changed,
+            self._thread_failed,
+        )
 
     def _start_thread(self) -> StreamThread:
         thread = self._new_thread()
@@ -179,7 +197,9 @@ class KafkaStreams:
     def missing_source_topics(self) -> list[str]:
         """Source topics of the topology that do not exist on the cluster (the app waits for them)."""
         internal = self.topology.is_internal
-        return sorted(t for t in self.topology.source_topics() if not internal(t) and self.admin.partition_count(t) is None)
+        return sorted(
+            t for t in self.topology.source_topics() if not internal(t) and self.admin.partition_count(t) is None
+        )
 
     def _thread_failed(self, thread: StreamThread, error: BaseException) -> None:
         response: Any = ThreadFailureResponse.SHUTDOWN_CLIENT
@@ -194,7 +214,10 @@ class KafkaStreams:
             if thread in self._threads:
                 self._threads.remove(thread)
                 self._finished_threads.append(thread)
-            if response is ThreadFailureResponse.REPLACE_THREAD and self._state in (State.RUNNING, State.REBALANCING):
+            if response is ThreadFailureResponse.REPLACE_THREAD and self._state in (
+                State.RUNNING,
+                State.REBALANCING,
+            ):
                 log.warning("replacing failed stream thread %s: %s", thread.name, error)
                 self._start_thread()
                 return
@@ -285,7 +308,9 @@ class KafkaStreams:
         """Stops the most recently added stream thread (its tasks move to the others); returns its name."""
         with self._lock:
             if self._state not in (State.RUNNING, State.REBALANCING) or not self._threads:
-                raise IllegalStateError(f"remove_stream_thread needs a running app with threads (state {self._state.value})")
+                raise IllegalStateError(
+                    f"remove_stream_thread needs a running app with threads (state {self._state.value})"
+                )
             thread = self._threads.pop()
         thread.shutdown()
         thread.join(timeout)
@@ -310,7 +335,12 @@ class KafkaStreams:
         def stores() -> list[Any]:
             if self._state not in (State.RUNNING, State.REBALANCING):
                 return []
-            found = [t.stores[name].store for th in list(self._threads) for t in list(th.tasks.values()) if name in t.stores]
+            found = [
+                t.stores[name].store
+                for th in list(self._threads)
+                for t in list(th.tasks.values())
+                if name in t.stores
+            ]
             return [PlainValueView(s) for s in found] if timestamped else found
 
         return CompositeReadOnlyKeyValueStore(name, stores)
@@ -323,7 +353,9 @@ class KafkaStreams:
         """Every instance and thread of the application: task id -> {"thread", "instance"} (last rebalance)."""
         for thread in list(self._threads):
             if thread.group_view:
-                return {tid: {"thread": member, "instance": pid} for tid, (member, pid) in thread.group_view.items()}
+                return {
+                    tid: {"thread": member, "instance": pid} for tid, (member, pid) in thread.group_view.items()
+                }
         return {}
 
     def lag(self) -> dict[str, int]:

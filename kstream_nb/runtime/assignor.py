@@ -16,7 +16,7 @@ from typing import Any
 
 from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.topology.topology import SubTopology, Topology
+from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.assignor")
 
@@ -110,7 +110,9 @@ class StreamsPartitionAssignor:
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         with self._lock:
-            user_sources = [self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)]
+            user_sources = [
+                self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)
+            ]
             self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
             counts = self.partition_counts(partition_counts)
             self.ensure_internal_topics(counts)
@@ -123,7 +125,10 @@ class StreamsPartitionAssignor:
                 userdata = {
                     "active": {t.task_id: list(t.partitions) for t in mine},
                     "missing_topics": list(self.missing_topics),
-                    "all": {t.task_id: (owners[t.task_id], _process_of(subscriptions[owners[t.task_id]])) for t in tasks},
+                    "all": {
+                        t.task_id: (owners[t.task_id], _process_of(subscriptions[owners[t.task_id]]))
+                        for t in tasks
+                    },
                 }
                 result[member] = Assignment(partitions, userdata)
             return result
@@ -147,10 +152,10 @@ def balanced_sticky_assignment(tasks: list[TaskInfo], subscriptions: Mapping[str
         for task_id in (subscriptions[member].userdata or {}).get("prev_tasks", ()):
             previous.setdefault(task_id, member)
     for task in tasks:
-        member = previous.get(task.task_id)
-        if member is not None and load[member] < capacity:
-            owners[task.task_id] = member
-            load[member] += 1
+        owner = previous.get(task.task_id)
+        if owner is not None and load[owner] < capacity:
+            owners[task.task_id] = owner
+            load[owner] += 1
     for task in sorted(tasks, key=lambda t: (t.partition, t.subtopology)):
         if task.task_id not in owners:
             member = min(members, key=lambda m: (load[m], m))

@@ -51,7 +51,9 @@ class StreamsConfig:
             if name in settings:
                 settings[name] = serde_from(settings[name])
         if "default_timestamp_extractor" in settings:
-            settings["default_timestamp_extractor"] = timestamp_extractor_from(settings["default_timestamp_extractor"])
+            settings["default_timestamp_extractor"] = timestamp_extractor_from(
+                settings["default_timestamp_extractor"]
+            )
         config = cls(**settings)
         config.validate()
         return config

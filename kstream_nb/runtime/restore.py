@@ -11,9 +11,13 @@ from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.task import StreamTask
 
 
-def restore_task(task: StreamTask, consumer: Consumer, admin: Admin,
-                 progress: Callable[[str, int, int], None] | None = None,
-                 timeout_s: float = 300.0) -> int:  # fmt: skip
+def restore_task(
+    task: StreamTask,
+    consumer: Consumer,
+    admin: Admin,
+    progress: Callable[[str, int, int], None] | None = None,
+    timeout_s: float = 300.0,
+) -> int:
     """Replays each store's changelog partition from its beginning to its end; returns records restored."""
     changelogs = task.changelog_partitions()
     if not changelogs:

@@ -40,8 +40,15 @@ class ProducerCollector:
         self._counts: dict[str, int] = {}
         self.sent = 0
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
-             partition: int | None) -> None:  # fmt: skip
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
         self.producer.send(topic, key, value, timestamp, headers, partition)
         self.sent += 1
 
@@ -71,9 +78,17 @@ def _spec(topic: str) -> Any:
 class StreamThread(threading.Thread):
     """Runs the tasks the group assigns to it until ``shutdown()``; reports a failure to ``on_error``."""
 
-    def __init__(self, name: str, process_id: str, topology: Topology, config: StreamsConfig, cluster: Cluster,
-                 assignor: StreamsPartitionAssignor, on_state: Callable[[StreamThread], None],
-                 on_error: Callable[[StreamThread, BaseException], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        process_id: str,
+        topology: Topology,
+        config: StreamsConfig,
+        cluster: Cluster,
+        assignor: StreamsPartitionAssignor,
+        on_state: Callable[[StreamThread], None],
+        on_error: Callable[[StreamThread, BaseException], None],
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.process_id = process_id
         self.topology = topology
@@ -142,12 +157,22 @@ class StreamThread(threading.Thread):
         subs = {s.id: s for s in self.topology.subtopologies()}
         for task_id, tps in userdata.get("active", {}).items():
             sub_id, partition = (int(x) for x in task_id.split("_"))
-            task = StreamTask(task_id, subs[sub_id], partition, self.topology, self.config, self.collector,
-                              wall_clock_ms, [TopicPartition(*tp) for tp in tps])  # fmt: skip
+            task = StreamTask(
+                task_id,
+                subs[sub_id],
+                partition,
+                self.topology,
+                self.config,
+                self.collector,
+                wall_clock_ms,
+                [TopicPartition(*tp) for tp in tps],
+            )
             self.restored_records += restore_task(
-                task, self.restore_consumer, self.admin,
+                task,
+                self.restore_consumer,
+                self.admin,
                 lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
-            )  # fmt: skip
+            )
             task.initialize()
             self.tasks[task_id] = task
             for tp in tps:

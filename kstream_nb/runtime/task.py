@@ -32,8 +32,15 @@ log = logging.getLogger("kstream_nb.task")
 class RecordCollector(Protocol):
     """Where a task's output goes: sink records, repartition records and changelog records."""
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
-             partition: int | None) -> None: ...  # fmt: skip
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None: ...
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
@@ -54,9 +61,17 @@ class RegisteredStore:
 class StreamTask:
     """Runs one task: ``add`` fetched batches, ``process`` them, ``punctuate``, ``commit`` offsets."""
 
-    def __init__(self, task_id: str, subtopology: SubTopology, partition: int, topology: Topology,
-                 config: StreamsConfig, collector: RecordCollector, wall_clock: Callable[[], int],
-                 partitions: list[TopicPartition] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        task_id: str,
+        subtopology: SubTopology,
+        partition: int,
+        topology: Topology,
+        config: StreamsConfig,
+        collector: RecordCollector,
+        wall_clock: Callable[[], int],
+        partitions: list[TopicPartition] | None = None,
+    ) -> None:
         self.task_id = task_id
         self.subtopology = subtopology
         self.partition = partition
@@ -81,7 +96,10 @@ class StreamTask:
         self._stream_punctuations = PunctuationQueue()
         self._wall_punctuations = PunctuationQueue()
         graph = topology.build_task_graph(
-            subtopology, config.default_key_serde, config.default_value_serde, config.default_timestamp_extractor
+            subtopology,
+            config.default_key_serde,
+            config.default_value_serde,
+            config.default_timestamp_extractor,
         )
         self.sources: dict[str, SourceNode] = {self.resolve_topic(t): n for t, n in graph.sources.items()}
         self.nodes: list[ProcessorNode] = graph.nodes
@@ -89,7 +107,7 @@ class StreamTask:
         self.stores: dict[str, RegisteredStore] = {}
         for builder in graph.stores:
             store = builder.build(config.default_key_serde, config.default_value_serde)
-            store.init(self)  # type: ignore[arg-type]
+            store.init(self)
         self._closed = False
 
     # ---- what stores and nodes see (StateStoreContext, TaskHandle) -----------------------------
@@ -101,7 +119,9 @@ class StreamTask:
     def changelog_topic(self, store_name: str) -> str:
         return f"{self.application_id}-{store_name}-changelog"
 
-    def log_change(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int) -> None:
+    def log_change(
+        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
+    ) -> None:
         self._collector.send(topic, key, value, timestamp, (), partition)
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
@@ -117,15 +137,23 @@ class StreamTask:
     def partition_count(self, topic: str) -> int:
         return self._collector.partition_count(topic)
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
-             partition: int | None) -> None:  # fmt: skip
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
         self._collector.send(topic, key, value, timestamp, headers, partition)
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         self._collector.send_columnar(topic, batch, partition)
 
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
-                 punctuator: Callable[[int], None]) -> PunctuationSchedule:  # fmt: skip
+    def schedule(
+        self, interval_ms: int, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
+    ) -> PunctuationSchedule:
         if punctuation_type is PunctuationType.STREAM_TIME:
             schedule = PunctuationSchedule(None, interval_ms, punctuation_type, punctuator, 0)
             self._stream_punctuations.add(schedule)
@@ -202,9 +230,12 @@ class StreamTask:
                 record.timestamp = self._extract(extractor, record, cr.topic, cr.partition, cr.offset)
             elif record.timestamp < 0:
                 raise ProcessingError(
-                    f"invalid (negative) timestamp {record.timestamp}", task_id=self.task_id,
-                    topic=cr.topic, partition=cr.partition, offset=cr.offset,
-                )  # fmt: skip
+                    f"invalid (negative) timestamp {record.timestamp}",
+                    task_id=self.task_id,
+                    topic=cr.topic,
+                    partition=cr.partition,
+                    offset=cr.offset,
+                )
             append((record, cr.offset))
 
     def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
@@ -222,23 +253,36 @@ class StreamTask:
             return None
         offsets = np.arange(fetched.base_offset, fetched.base_offset + len(col), dtype=np.int64)
         return RecordBatch(
-            fetched.topic, fetched.partition, col.keys, col.values, timestamps, offsets,
-            col.key_serde, col.value_serde, col.headers,
-        )  # fmt: skip
+            fetched.topic,
+            fetched.partition,
+            col.keys,
+            col.values,
+            timestamps,
+            offsets,
+            col.key_serde,
+            col.value_serde,
+            col.headers,
+        )
 
     def _extract(self, extractor: Any, record: Record, topic: str, partition: int, offset: int) -> int:
         try:
             ts = int(extractor.extract(record, self.stream_time))
         except Exception as e:
             raise ProcessingError(
-                f"timestamp extractor failed: {type(e).__name__}: {e}", task_id=self.task_id,
-                topic=topic, partition=partition, offset=offset,
-            ) from e  # fmt: skip
+                f"timestamp extractor failed: {type(e).__name__}: {e}",
+                task_id=self.task_id,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            ) from e
         if ts < 0:
             raise ProcessingError(
-                f"timestamp extractor returned a negative timestamp {ts}", task_id=self.task_id,
-                topic=topic, partition=partition, offset=offset,
-            )  # fmt: skip
+                f"timestamp extractor returned a negative timestamp {ts}",
+                task_id=self.task_id,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            )
         return ts
 
     def _deserialization_failed(self, topic: str, partition: int, offset: int, error: Exception) -> None:
@@ -247,9 +291,12 @@ class StreamTask:
             log.warning("skipping record %s-%d@%d: %s", topic, partition, offset, error)
             return
         raise DeserializationError(
-            f"cannot deserialize record: {error}", task_id=self.task_id, topic=topic, partition=partition,
+            f"cannot deserialize record: {error}",
+            task_id=self.task_id,
+            topic=topic,
+            partition=partition,
             offset=offset,
-        ) from error  # fmt: skip
+        ) from error
 
     def buffered(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -309,9 +356,13 @@ class StreamTask:
             raise
         except Exception as e:
             raise ProcessingError(
-                f"{type(e).__name__}: {e}", task_id=self.task_id, processor=source.name, topic=tp.topic,
-                partition=tp.partition, offset=self.current_offset,
-            ) from e  # fmt: skip
+                f"{type(e).__name__}: {e}",
+                task_id=self.task_id,
+                processor=source.name,
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=self.current_offset,
+            ) from e
         return done
 
     def _process_one(self, tp: TopicPartition, item: Any, source: SourceNode) -> int:

@@ -41,15 +41,27 @@ class _Collector:
     def __init__(self, driver: TopologyTestDriver) -> None:
         self.driver = driver
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
-             partition: int | None) -> None:  # fmt: skip
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
         self.driver._written(topic, key, value, timestamp, headers)
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         for i, value in enumerate(batch.values.to_dict("records")):
-            self.send(topic, batch.key_serde.serialize(topic, batch.keys[i]),
-                      batch.value_serde.serialize(topic, value), int(batch.timestamps[i]),
-                      batch.headers[i] if batch.headers else (), partition)  # fmt: skip
+            self.send(
+                topic,
+                batch.key_serde.serialize(topic, batch.keys[i]),
+                batch.value_serde.serialize(topic, value),
+                int(batch.timestamps[i]),
+                batch.headers[i] if batch.headers else (),
+                partition,
+            )
 
     def partition_count(self, topic: str) -> int:
         return 1
@@ -58,8 +70,9 @@ class _Collector:
 class TopologyTestDriver:
     """Pipes records into a topology and reads what it writes, with no cluster and no threads."""
 
-    def __init__(self, topology: Topology, config: dict[str, Any] | None = None,
-                 initial_wall_clock_ms: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, topology: Topology, config: dict[str, Any] | None = None, initial_wall_clock_ms: int = 0
+    ) -> None:
         settings = dict(config or {})
         settings.setdefault("application_id", "topology-test-driver")
         self.config = StreamsConfig.of(**settings)
@@ -83,14 +96,27 @@ class TopologyTestDriver:
 
     # ---- topics --------------------------------------------------------------------------------
 
-    def create_input_topic(self, name: str, key_serde: Any = None, value_serde: Any = None,
-                           start_timestamp: int | None = None, auto_advance: Any = 0) -> TestInputTopic:  # fmt: skip
+    def create_input_topic(
+        self,
+        name: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        start_timestamp: int | None = None,
+        auto_advance: Any = 0,
+    ) -> TestInputTopic:
         """An input topic; timestamps default to ``start_timestamp`` (else the wall clock) + auto advance."""
         if name not in self._by_topic:
-            raise UnknownTopicError(name, f"topic {name!r} is not read by the topology (reads: {sorted(self._by_topic)})")
-        return TestInputTopic(self, name, self._serde(key_serde, True), self._serde(value_serde, False),
-                              self._wall_clock if start_timestamp is None else start_timestamp,
-                              to_millis(auto_advance, "auto_advance"))  # fmt: skip
+            raise UnknownTopicError(
+                name, f"topic {name!r} is not read by the topology (reads: {sorted(self._by_topic)})"
+            )
+        return TestInputTopic(
+            self,
+            name,
+            self._serde(key_serde, True),
+            self._serde(value_serde, False),
+            self._wall_clock if start_timestamp is None else start_timestamp,
+            to_millis(auto_advance, "auto_advance"),
+        )
 
     def create_output_topic(self, name: str, key_serde: Any = None, value_serde: Any = None) -> TestOutputTopic:
         """An output topic to read what the topology wrote to ``name``."""
@@ -106,13 +132,16 @@ class TopologyTestDriver:
 
     # ---- processing ----------------------------------------------------------------------------
 
-    def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers = ()) -> None:
+    def pipe_raw(
+        self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers = ()
+    ) -> None:
         """Processes one serialized record completely, then punctuates by stream time and commits."""
         self._pending.append((topic, self._consumer_record(topic, key, value, timestamp, headers)))
         self._drain()
 
-    def _consumer_record(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                         headers: Headers) -> ConsumerRecord:  # fmt: skip
+    def _consumer_record(
+        self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers
+    ) -> ConsumerRecord:
         offset = self._offsets.get(topic, 0)
         self._offsets[topic] = offset + 1
         return ConsumerRecord(topic, 0, offset, timestamp, key, value, headers)
@@ -133,7 +162,9 @@ class TopologyTestDriver:
         finally:
             self._processing = False
 
-    def _written(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers) -> None:
+    def _written(
+        self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers
+    ) -> None:
         record = self._consumer_record(topic, key, value, timestamp, headers)
         self._outputs.setdefault(topic, deque()).append(record)
         if topic in self._by_topic:
@@ -152,7 +183,9 @@ class TopologyTestDriver:
         for task in self.tasks:
             if name in task.stores:
                 return task.stores[name].store
-        raise InvalidStateStoreError(f"no state store named {name!r} (stores: {sorted(self.topology.store_builders)})")
+        raise InvalidStateStoreError(
+            f"no state store named {name!r} (stores: {sorted(self.topology.store_builders)})"
+        )
 
     def get_key_value_store(self, name: str) -> Any:
         """The store with plain values (KTable/aggregation stores drop their timestamps here)."""
@@ -191,8 +224,15 @@ class TestInputTopic:
 
     __test__ = False
 
-    def __init__(self, driver: TopologyTestDriver, name: str, key_serde: Serde, value_serde: Serde,
-                 start_timestamp: int, auto_advance_ms: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        driver: TopologyTestDriver,
+        name: str,
+        key_serde: Serde,
+        value_serde: Serde,
+        start_timestamp: int,
+        auto_advance_ms: int,
+    ) -> None:
         self.driver = driver
         self.name = name
         self.key_serde = key_serde
@@ -212,9 +252,12 @@ class TestInputTopic:
 
             timestamp = to_epoch_millis(timestamp)
         self.driver.pipe_raw(
-            self.name, self.key_serde.serialize(self.name, key), self.value_serde.serialize(self.name, value),
-            timestamp, tuple(headers),
-        )  # fmt: skip
+            self.name,
+            self.key_serde.serialize(self.name, key),
+            self.value_serde.serialize(self.name, value),
+            timestamp,
+            tuple(headers),
+        )
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
         for value in values:
@@ -252,8 +295,12 @@ class TestOutputTopic:
         if not queue:
             raise LookupError(f"empty topic: {self.name!r}")
         r = queue.popleft()
-        return TestRecord(self.key_serde.deserialize(self.name, r.key), self.value_serde.deserialize(self.name, r.value),
-                          r.timestamp, r.headers)  # fmt: skip
+        return TestRecord(
+            self.key_serde.deserialize(self.name, r.key),
+            self.value_serde.deserialize(self.name, r.value),
+            r.timestamp,
+            r.headers,
+        )
 
     def read_value(self) -> Any:
         return self.read_record().value

@@ -6,8 +6,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from kstream_nb.errors import SerializationError
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.errors import SerializationError
 from kstream_nb.state.builders import KeyValueStoreBuilder
 from kstream_nb.state.store import KeyValueStore
 

@@ -111,7 +111,9 @@ class Topology:
         if not parent_names:
             raise TopologyError(f"processor {name!r} needs at least one parent")
         if not callable(supplier):
-            raise TopologyError(f"processor {name!r}: supplier must be callable (a Processor class), got {supplier!r}")
+            raise TopologyError(
+                f"processor {name!r}: supplier must be callable (a Processor class), got {supplier!r}"
+            )
         self._check_parents(name, parent_names)
         self._add(ProcessorSpec(name, supplier, tuple(parent_names)))
         self.connect_processor_and_state_stores(name, *stores)
@@ -243,7 +245,9 @@ class Topology:
                     nodes=tuple(names),
                     source_topics=tuple(t for s in specs if isinstance(s, SourceSpec) for t in s.topics),
                     sink_topics=tuple(dict.fromkeys(s.topic for s in specs if isinstance(s, SinkSpec))),
-                    stores=tuple(dict.fromkeys(st for s in specs if isinstance(s, ProcessorSpec) for st in s.stores)),
+                    stores=tuple(
+                        dict.fromkeys(st for s in specs if isinstance(s, ProcessorSpec) for st in s.stores)
+                    ),
                 )
             )
         return result
@@ -262,9 +266,12 @@ class Topology:
             self.subtopology_of_store(store)
 
     def build_task_graph(
-        self, subtopology: SubTopology, default_key_serde: Serde, default_value_serde: Serde,
+        self,
+        subtopology: SubTopology,
+        default_key_serde: Serde,
+        default_value_serde: Serde,
         default_timestamp_extractor: TimestampExtractor,
-    ) -> TaskGraph:  # fmt: skip
+    ) -> TaskGraph:
         """Fresh processor instances for one task of ``subtopology``, wired parent -> children."""
         nodes: dict[str, ProcessorNode] = {}
         sources: dict[str, SourceNode] = {}
@@ -272,17 +279,23 @@ class Topology:
             spec = self._nodes[name]
             if isinstance(spec, SourceSpec):
                 node: ProcessorNode = SourceNode(
-                    name, spec.topics, spec.key_serde or default_key_serde,
+                    name,
+                    spec.topics,
+                    spec.key_serde or default_key_serde,
                     spec.value_serde or default_value_serde,
                     spec.timestamp_extractor or default_timestamp_extractor,
-                )  # fmt: skip
+                )
                 for topic in spec.topics:
                     sources[topic] = node  # type: ignore[assignment]
             elif isinstance(spec, SinkSpec):
                 node = ProcessorNode(
                     name,
-                    SinkProcessor(spec.topic, spec.key_serde or default_key_serde,
-                                  spec.value_serde or default_value_serde, spec.partitioner),  # fmt: skip
+                    SinkProcessor(
+                        spec.topic,
+                        spec.key_serde or default_key_serde,
+                        spec.value_serde or default_value_serde,
+                        spec.partitioner,
+                    ),
                 )
             else:
                 processor = spec.supplier()

@@ -82,9 +82,7 @@ def check_both(expr: Expr, df: pd.DataFrame, records: list[dict[str, Any]] = REC
     assert batch.index.equals(df.index)
     batch_values = batch.tolist()
     record_values = [expr.eval_record(r) for r in records]
-    diffs = [
-        (n, r, b) for n, (r, b) in enumerate(zip(record_values, batch_values, strict=True)) if not same(r, b)
-    ]
+    diffs = [(n, r, b) for n, (r, b) in enumerate(zip(record_values, batch_values, strict=True)) if not same(r, b)]
     assert not diffs, f"{expr!r}: (row, record, batch) differ: {diffs}"
     return record_values
 

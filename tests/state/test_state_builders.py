@@ -29,9 +29,7 @@ def test_persistent_store_is_not_silently_substituted() -> None:
 
 
 def test_builder_defaults_and_stack(context, json_serde) -> None:
-    builder = Stores.key_value_store_builder(
-        Stores.in_memory_key_value_store("counts"), json_serde, json_serde
-    )
+    builder = Stores.key_value_store_builder(Stores.in_memory_key_value_store("counts"), json_serde, json_serde)
     assert builder.name == "counts"
     assert builder.logging_enabled and not builder.caching_enabled and builder.log_config == {}
     store = builder.build()
