@@ -77,6 +77,21 @@ class KGroupedStream:
             "KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, initializer, aggregator), store, value_serde
         )
 
+    def agg(self, store: str | None = None, **named: Any) -> KTable:
+        """Pandas-style named aggregations: ``g.agg(total=("amount", "sum"), n=("amount", "count"))``.
+
+        Functions: sum, count, min, max, mean, first, last over a field of dict values (nulls skipped).
+        The result is a KTable of dicts; ``store`` names it for interactive queries.
+        """
+        from kstream_nb.dsl.named_agg import named_aggregation
+
+        initializer, aggregator, finish = named_aggregation(named)
+        state_store = f"{store}-agg-state" if store else None
+        table = self._aggregate(
+            "KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, initializer, aggregator), state_store, None
+        )
+        return table.map_values(finish, store=store)
+
 
 class KGroupedTable:
     """A re-keyed table; aggregations subtract a row's old value and add its new one."""
