@@ -13,6 +13,7 @@ from kstream_nb.processor.table_aggregate import KTableAggregate, KTableReduce
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
+    from kstream_nb.dsl.windowed import WindowedKStream
     from kstream_nb.dsl.kstream import KStream
 
 
@@ -50,6 +51,12 @@ class KGroupedStream:
         node = builder.new_name(prefix)
         builder.topology.add_processor(node, lambda: make(store_name), stream.node, stores=[store_name])
         return KTable(builder, node, self.key_serde, value_serde, store_name)
+
+    def windowed_by(self, windows: Any) -> WindowedKStream:
+        """Aggregate per key and window: ``TimeWindows``, ``SlidingWindows`` or ``SessionWindows``."""
+        from kstream_nb.dsl.windowed import WindowedKStream
+
+        return WindowedKStream(self, windows)
 
     def count(self, store: str | None = None) -> KTable:
         """Number of records per key (records with a null value are not counted)."""

@@ -33,6 +33,8 @@ class KTable:
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.store_name = store_name
+        #: For windowed tables: how long after a window's end it closes (grace, plus the gap for sessions).
+        self.window_close_ms: int | None = None
 
     def _then(self, prefix: str, processor: Callable[[], Any], store: str | None, name: str | None) -> KTable:
         builder = self._builder
@@ -88,6 +90,21 @@ class KTable:
         node = self._builder.new_name("KTABLE-SELECT")
         self._builder.topology.add_processor(node, lambda: table_ops.KTableRepartitionMap(selector), self.node)
         return KGroupedTable(self._builder, node, key_serde, value_serde, name)
+
+    def suppress(self, suppressed: Any, name: str | None = None) -> KTable:
+        """Holds updates back: ``ks.until_window_closes()`` (final results) or ``ks.until_time_limit(d)``."""
+        from kstream_nb.processor.suppress import KTableSuppress, Suppressed
+
+        if not isinstance(suppressed, Suppressed):
+            raise TypeError(f"suppress needs ks.until_window_closes(...) or ks.until_time_limit(...), got {suppressed!r}")
+        if suppressed.until_window_closes and self.window_close_ms is None:
+            raise TypeError("suppress(until_window_closes) needs a windowed KTable (group_by_key().windowed_by(...))")
+        close_ms = self.window_close_ms or 0
+        node = name or self._builder.new_name("KTABLE-SUPPRESS")
+        self._builder.topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms), self.node)
+        table = KTable(self._builder, node, self.key_serde, self.value_serde)
+        table.window_close_ms = self.window_close_ms
+        return table
 
     def queryable_store_name(self) -> str | None:
         """The name ``app.store(...)`` answers to, when the table was materialized with ``store=``."""

@@ -1,0 +1,251 @@
+"""Runs a Kafka Streams conformance case (format: tests/conformance/cases/FORMAT.md) on the test driver."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import kstream_nb as ks
+from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
+from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
+
+
+def s(x: Any) -> str:
+    """Java's ``String.valueOf``: ``null`` for None."""
+    return "null" if x is None else str(x)
+
+
+def fn(source: str) -> Any:
+    return eval(source, {"s": s, "int": int, "str": str})  # noqa: S307 - case files are test data
+
+
+class Capture(ks.Processor):
+    """Records every record reaching it, like Kafka's MockApiProcessor."""
+
+    def __init__(self, sink: list[ks.Record]) -> None:
+        self.sink = sink
+
+    def process(self, record: ks.Record) -> None:
+        self.sink.append(record)
+
+
+def _windows(node: dict[str, Any]) -> Any:
+    if "tumbling" in node:
+        w = node["tumbling"]
+        return TimeWindows.of(w["size_ms"]).grace(w.get("grace_ms", 0))
+    if "hopping" in node:
+        w = node["hopping"]
+        return TimeWindows.of(w["size_ms"]).advance_by(w["advance_ms"]).grace(w.get("grace_ms", 0))
+    if "sliding" in node:
+        w = node["sliding"]
+        return SlidingWindows.of(w["time_difference_ms"]).grace(w.get("grace_ms", 0))
+    w = node["session"]
+    return SessionWindows.with_gap(w["inactivity_gap_ms"]).grace(w.get("grace_ms", 0))
+
+
+def _store(node: dict[str, Any]) -> str | None:
+    return (node.get("store") or {}).get("name")
+
+
+class CaseRun:
+    """Builds the case's topology and pipes its steps; ``captured[node]`` holds what each node produced."""
+
+    def __init__(self, case: dict[str, Any]) -> None:
+        self.case = case
+        self.captured: dict[str, list[ks.Record]] = defaultdict(list)
+        self.objects: dict[str, Any] = {}
+        self.stores: dict[str, str] = {}
+        builder = ks.StreamsBuilder()
+        for node in case["topology"]:
+            self.objects[node["id"]] = self._build(builder, node)
+        self.driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0})
+        self.inputs = {t: self.driver.create_input_topic(t) for t in self._input_topics()}
+
+    def _input_topics(self) -> list[str]:
+        return [n["topic"] for n in self.case["topology"] if n["op"] in ("stream", "table")]
+
+    def _capture(self, stream: ks.KStream, node_id: str) -> None:
+        sink = self.captured[node_id]
+        stream.process(lambda: Capture(sink))
+
+    def _build(self, b: ks.StreamsBuilder, node: dict[str, Any]) -> Any:
+        op = node["op"]
+        src = self.objects.get(node.get("from", ""))
+        if op == "stream":
+            return b.stream(node["topic"])
+        if op == "table":
+            return b.table(node["topic"], store=_store(node))
+        if op == "toStream":
+            return src.to_stream()
+        if op == "toTable":
+            return src.to_table()
+        if op == "map":
+            return src.map(fn(node["mapper"]))
+        if op == "merge":
+            first, *rest = (self.objects[i] for i in node["inputs"])
+            for other in rest:
+                first = first.merge(other)
+            return first
+        if op == "split":
+            split = src.split()
+            for branch in node["branches"]:
+                split = split.branch(fn(branch["predicate"]), name=branch["id"])
+            branches = split.default_branch(node["default_branch"]) if node.get("default_branch") else split.no_default_branch()
+            for branch in node["branches"]:
+                self.objects[branch["id"]] = branches[branch["id"]]
+            return None
+        if op == "repartition":
+            return src.repartition()
+        if op == "groupByKey":
+            return src.group_by_key()
+        if op == "groupBy":
+            return src.group_by(fn(node.get("selector") or node["mapper"]))
+        if op == "windowedBy":
+            windowed = src.windowed_by(_windows(node))
+            if node.get("emit_strategy"):
+                windowed.emit_strategy(node["emit_strategy"])
+            return windowed
+        if op in ("count", "reduce", "aggregate"):
+            return self._aggregate(src, node)
+        if op == "suppress":
+            if node["until"] == "window_closes":
+                return src.suppress(until_window_closes(_buffer(node["buffer"])))
+            return src.suppress(until_time_limit(node["time_limit_ms"], _buffer(node["buffer"])))
+        if op in ("join", "leftJoin", "outerJoin"):
+            return self._join(node)
+        if op == "capture":
+            self._capture(src, node["id"])
+            return None
+        if op == "to":
+            src.to(node["topic"])
+            self._capture(src, node["id"])
+            return None
+        raise ValueError(f"unknown op {op!r}")
+
+    def _aggregate(self, src: Any, node: dict[str, Any]) -> Any:
+        store = _store(node)
+        if store:
+            self.stores[node["id"]] = store
+        op = node["op"]
+        if op == "count":
+            return src.count(store=store)
+        if op == "reduce":
+            if "subtractor" in node:
+                return src.reduce(fn(node["adder"]), fn(node["subtractor"]), store=store)
+            return src.reduce(fn(node["reducer"]), store=store)
+        if "subtractor" in node:
+            return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), fn(node["subtractor"]), store=store)
+        if "session_merger" in node:
+            return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), fn(node["session_merger"]), store=store)
+        return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), store=store)
+
+    def _join(self, node: dict[str, Any]) -> Any:
+        left, right = self.objects[node["left"]], self.objects[node["right"]]
+        method = {"join": "join", "leftJoin": "left_join", "outerJoin": "outer_join"}[node["op"]]
+        joiner = fn(node["joiner"])
+        if "windows" in node:
+            w = node["windows"]
+            windows = JoinWindows(w["before_ms"], w["after_ms"], w.get("grace_ms", 0), w.get("legacy_eager_non_joined", False))
+            return getattr(left, method)(right, joiner, windows)
+        if "grace_ms" in node:
+            return getattr(left, method)(right, joiner, grace=node["grace_ms"])
+        return getattr(left, method)(right, joiner)
+
+    def pipe(self, record: dict[str, Any]) -> None:
+        ts = record.get("timestamp_ms")
+        self.inputs[record["topic"]].pipe_input(record["key"], record["value"], timestamp=0 if ts is None else ts)
+
+
+def _buffer(spec: dict[str, Any]) -> BufferConfig:
+    if spec.get("unbounded"):
+        return BufferConfig.unbounded()
+    config = BufferConfig(max_records=spec.get("max_records"), max_bytes=spec.get("max_bytes"))
+    return config.emit_early_when_full() if spec.get("on_full") == "emit_early" else config.shut_down_when_full()
+
+
+def as_dict(record: ks.Record) -> dict[str, Any]:
+    """A produced record in the case format (windowed keys flattened)."""
+    if isinstance(record.key, Windowed):
+        return {
+            "key": record.key.key, "window_start_ms": record.key.start, "window_end_ms": record.key.end,
+            "value": record.value, "timestamp_ms": record.timestamp,
+        }  # fmt: skip
+    return {"key": record.key, "value": record.value, "timestamp_ms": record.timestamp}
+
+
+def _identity(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["key"], r.get("window_start_ms"), r.get("window_end_ms"))
+
+
+def _frozen(r: dict[str, Any]) -> str:
+    return repr(sorted(r.items()))
+
+
+def check(run: CaseRun, node: str, expectation: dict[str, Any], history: dict[str, list[dict[str, Any]]]) -> None:
+    """Asserts one expectation; check-and-clear modes consume what the node produced since the last check."""
+    match = expectation["match"]
+    if match == "table_state":
+        store = run.driver.get_timestamped_key_value_store(run.stores.get(node, node))
+        for want in expectation["records"]:
+            got = store.get(want["key"])
+            assert got is not None, f"{node}: key {want['key']!r} missing from the table"
+            assert (got.value, got.timestamp) == (want["value"], want["timestamp_ms"]), f"{node}: {want['key']!r}"
+        return
+    produced = [as_dict(r) for r in run.captured[node]]
+    run.captured[node].clear()
+    history[node].extend(produced)
+    if match == "last_per_key":
+        last: dict[Any, dict[str, Any]] = {}
+        for r in history[node]:
+            last[_identity(r)] = r
+        for want in expectation["records"]:
+            got = last.get(_identity(want))
+            if want["value"] is None:
+                assert got is None or got["value"] is None, f"{node}: expected {want} removed, got {got}"
+            else:
+                assert got == want, f"{node}: last for {_identity(want)} is {got}, expected {want}"
+        return
+    if match == "ordered":
+        assert produced == expectation["records"], f"{node}: produced {produced}"
+    elif match == "set":
+        assert {_frozen(r) for r in produced} == {_frozen(r) for r in expectation["records"]}, f"{node}: {produced}"
+    elif match == "stable_sorted":
+        fields = expectation["sort_by"]
+        ordered = sorted(produced, key=lambda r: tuple(_sortable(r.get(f)) for f in fields))
+        assert ordered == expectation["records"], f"{node}: produced (sorted) {ordered}"
+    elif match == "values_only":
+        assert [r["value"] for r in produced] == expectation["values"], f"{node}: produced {produced}"
+    elif match == "key_values":
+        got = [{"key": r["key"], "value": r["value"]} for r in produced]
+        assert got == expectation["records"], f"{node}: produced {got}"
+    else:
+        raise ValueError(f"unknown match mode {match!r}")
+
+
+def _sortable(x: Any) -> tuple[int, Any]:
+    return (0, "") if x is None else (1, x)
+
+
+def run_case(case: dict[str, Any]) -> None:
+    """Pipes every step of ``case`` and checks its expectations, metrics and dropped inputs."""
+    run = CaseRun(case)
+    history: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    dropped_inputs = []
+    index = 0
+    try:
+        for step in case["steps"]:
+            for record in step["input"]:
+                before = run.driver.dropped_records_total
+                run.pipe(record)
+                if run.driver.dropped_records_total > before:
+                    dropped_inputs.append(index)
+                index += 1
+            for node, expectation in step.get("expect", {}).items():
+                check(run, node, expectation, history)
+        metrics = case.get("expect_metrics") or {}
+        if "dropped_records_total" in metrics:
+            assert run.driver.dropped_records_total == metrics["dropped_records_total"]
+        if "expect_dropped_inputs" in case:
+            assert dropped_inputs == case["expect_dropped_inputs"]
+    finally:
+        run.driver.close()
