@@ -69,7 +69,7 @@ class StreamsBuilder:
         self.topology.add_processor(
             node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
         )
-        return KTable(self, node, _serde(key_serde), _serde(value_serde), store_name if store else None)
+        return KTable(self, node, _serde(key_serde), _serde(value_serde), store_name)
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
         """Adds a store that ``process(..., stores=[name])`` processors can use."""

@@ -13,8 +13,8 @@ from kstream_nb.processor.table_aggregate import KTableAggregate, KTableReduce
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
-    from kstream_nb.dsl.windowed import WindowedKStream
     from kstream_nb.dsl.kstream import KStream
+    from kstream_nb.dsl.windowed import WindowedKStream
 
 
 def _count_add(key: Any, value: Any, agg: int) -> int:

@@ -273,6 +273,45 @@ class KStream:
         """Groups by ``selector(key, value)``; always repartitions before aggregating."""
         return self.select_key(selector).group_by_key(key_serde, value_serde, name)
 
+    def join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None, *,
+             key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:  # fmt: skip
+        """Inner join with a KStream (needs ``JoinWindows``), a KTable, or a GlobalKTable (``key_selector``)."""
+        return self._join(other, joiner, windows, key_selector, "inner")
+
+    def left_join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None, *,
+                  key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:  # fmt: skip
+        """Left join: every record of this stream, joined with the other side's match or None."""
+        return self._join(other, joiner, windows, key_selector, "left")
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any], windows: Any) -> KStream:
+        """Outer stream-stream join: unmatched records of either side come out padded with None."""
+        if not isinstance(other, KStream):
+            raise TypeError("outer_join is only defined between two streams (use KTable.outer_join for tables)")
+        return self._join(other, joiner, windows, None, "outer")
+
+    def _join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any,
+              key_selector: Callable[[Any, Any], Any] | None, kind: str) -> KStream:  # fmt: skip
+        from kstream_nb.dsl import joins
+        from kstream_nb.dsl.ktable import GlobalKTable, KTable
+
+        check_callable(joiner, f"{kind} join")
+        if isinstance(other, KStream):
+            if windows is None:
+                raise TypeError("a stream-stream join needs windows, e.g. ks.JoinWindows.of('5s')")
+            return joins.stream_stream_join(self, other, joiner, windows, kind)
+        if windows is not None:
+            raise TypeError("windows apply only to stream-stream joins")
+        if isinstance(other, GlobalKTable):
+            selector = key_selector or (lambda k, v: k)
+            return joins.stream_global_table_join(self, other, selector, joiner, kind == "left")
+        if isinstance(other, KTable):
+            if key_selector is not None:
+                raise TypeError(
+                    "key_selector applies only to GlobalKTable joins; re-key the stream with select_key"
+                )
+            return joins.stream_table_join(self, other, joiner, kind == "left")
+        raise TypeError(f"cannot join a KStream with {type(other).__name__}")
+
     def to_table(self, store: str | None = None, name: str | None = None) -> KTable:
         """Reads the stream as a changelog: the latest value per key (null value deletes)."""
         from kstream_nb.dsl.ktable import KTable

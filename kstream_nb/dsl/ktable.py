@@ -40,14 +40,49 @@ class KTable:
         builder = self._builder
         node = name or builder.new_name(prefix)
         builder.topology.add_processor(node, processor, self.node)
-        if store is None:
-            return KTable(builder, node, self.key_serde, self.value_serde)
+        table = KTable(builder, node, self.key_serde, self.value_serde)
+        return table.materialize(store) if store else table
+
+    def materialize(self, store: str) -> KTable:
+        """This table kept in store ``store`` (queryable, and readable by joins)."""
+        builder = self._builder
         builder.add_timestamped_store(store, self.key_serde, self.value_serde)
-        materialized = builder.new_name("KTABLE-MATERIALIZE")
-        builder.topology.add_processor(
-            materialized, lambda: table_ops.KTableMaterialize(store), node, stores=[store]
-        )
-        return KTable(builder, materialized, self.key_serde, self.value_serde, store)
+        node = builder.new_name("KTABLE-MATERIALIZE")
+        builder.topology.add_processor(node, lambda: table_ops.KTableMaterialize(store), self.node, stores=[store])
+        table = KTable(builder, node, self.key_serde, self.value_serde, store)
+        table.window_close_ms = self.window_close_ms
+        return table
+
+    def materialized_store(self) -> str:
+        """The store holding this table's rows, materializing it under a generated name if needed."""
+        if self.store_name is None:
+            materialized = self.materialize(self._builder.new_name("KTABLE-STATE-STORE"))
+            self.store_name = materialized.store_name
+        assert self.store_name is not None
+        return self.store_name
+
+    # ---- joins ---------------------------------------------------------------------------------
+
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
+        """Inner table-table join: a row exists when both sides have the key; either side triggers."""
+        from kstream_nb.dsl.joins import table_table_join
+
+        check_callable(joiner, "join")
+        return table_table_join(self, other, joiner, "inner", store)
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
+        """Left table-table join: every left row, joined with the right row or None."""
+        from kstream_nb.dsl.joins import table_table_join
+
+        check_callable(joiner, "left_join")
+        return table_table_join(self, other, joiner, "left", store)
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
+        """Outer table-table join: a row while either side has the key (the missing side is None)."""
+        from kstream_nb.dsl.joins import table_table_join
+
+        check_callable(joiner, "outer_join")
+        return table_table_join(self, other, joiner, "outer", store)
 
     def filter(
         self, predicate: Callable[[Any, Any], Any], store: str | None = None, name: str | None = None
@@ -96,9 +131,13 @@ class KTable:
         from kstream_nb.processor.suppress import KTableSuppress, Suppressed
 
         if not isinstance(suppressed, Suppressed):
-            raise TypeError(f"suppress needs ks.until_window_closes(...) or ks.until_time_limit(...), got {suppressed!r}")
+            raise TypeError(
+                f"suppress needs ks.until_window_closes(...) or ks.until_time_limit(...), got {suppressed!r}"
+            )
         if suppressed.until_window_closes and self.window_close_ms is None:
-            raise TypeError("suppress(until_window_closes) needs a windowed KTable (group_by_key().windowed_by(...))")
+            raise TypeError(
+                "suppress(until_window_closes) needs a windowed KTable (group_by_key().windowed_by(...))"
+            )
         close_ms = self.window_close_ms or 0
         node = name or self._builder.new_name("KTABLE-SUPPRESS")
         self._builder.topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms), self.node)
@@ -112,3 +151,18 @@ class KTable:
 
     def __repr__(self) -> str:
         return f"KTable({self.node}{', store=' + repr(self.store_name) if self.store_name else ''})"
+
+
+class GlobalKTable:
+    """A table fully replicated on every instance (all partitions), joinable from any stream by a key selector."""
+
+    def __init__(self, builder: StreamsBuilder, topic: str, store_name: str) -> None:
+        self._builder = builder
+        self.topic = topic
+        self.store_name = store_name
+
+    def queryable_store_name(self) -> str:
+        return self.store_name
+
+    def __repr__(self) -> str:
+        return f"GlobalKTable({self.topic!r}, store={self.store_name!r})"

@@ -23,7 +23,9 @@ def _check(specs: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 def named_aggregation(
     specs: Mapping[str, Any],
-) -> tuple[Callable[[], dict[str, Any]], Callable[[Any, Any, dict[str, Any]], dict[str, Any]], Callable[[Any], Any]]:
+) -> tuple[
+    Callable[[], dict[str, Any]], Callable[[Any, Any, dict[str, Any]], dict[str, Any]], Callable[[Any], Any]
+]:
     """Initializer, aggregator and finisher for the named specs (nulls are skipped, as pandas does).
 
     The running state keeps ``[sum, n]`` for means; the finisher turns it into the plain dict users see.

@@ -58,7 +58,9 @@ class WindowedKStream:
     def emit_strategy(self, strategy: str) -> WindowedKStream:
         """``"on_window_update"`` (default: every update) or ``"on_window_close"`` (final results only)."""
         if strategy not in (ON_WINDOW_UPDATE, ON_WINDOW_CLOSE):
-            raise ValueError(f"emit strategy must be {ON_WINDOW_UPDATE!r} or {ON_WINDOW_CLOSE!r}, got {strategy!r}")
+            raise ValueError(
+                f"emit strategy must be {ON_WINDOW_UPDATE!r} or {ON_WINDOW_CLOSE!r}, got {strategy!r}"
+            )
         self._emit = strategy
         return self
 
@@ -93,7 +95,12 @@ class WindowedKStream:
         stream = grouped._stream
         if stream.repartition_required:
             stream = stream._through_internal(
-                grouped.name or store_name, None, None, grouped.key_serde, grouped.value_serde, filter_null_keys=True
+                grouped.name or store_name,
+                None,
+                None,
+                grouped.key_serde,
+                grouped.value_serde,
+                filter_null_keys=True,
             )
         emit = self._emit
         make: Callable[[], Any]

@@ -67,7 +67,9 @@ class Suppressed:
 def until_window_closes(buffer: BufferConfig | None = None) -> Suppressed:
     """Only the final result of each window, once stream time passes window end + grace."""
     if buffer is not None and buffer.emit_early and (buffer.max_records or buffer.max_bytes):
-        raise StreamsError("final-result suppression cannot emit early: use BufferConfig.unbounded() or shut_down_when_full()")
+        raise StreamsError(
+            "final-result suppression cannot emit early: use BufferConfig.unbounded() or shut_down_when_full()"
+        )
     return Suppressed.window_closes(buffer)
 
 
@@ -94,7 +96,9 @@ class KTableSuppress(Processor):
         key = record.key
         if self.suppressed.until_window_closes:
             if not isinstance(key, Windowed):
-                raise StreamsError("suppress(until_window_closes) needs a windowed KTable (windowed_by(...) upstream)")
+                raise StreamsError(
+                    "suppress(until_window_closes) needs a windowed KTable (windowed_by(...) upstream)"
+                )
             buffer_time = key.end
         else:
             previous = self.buffer.get(key)

@@ -39,7 +39,7 @@ class KTableSource(Processor):
 
 
 class KTableFilter(Processor):
-    """Keeps rows matching ``predicate(key, value)``; a row that stops matching becomes a tombstone."""
+    """Keeps rows matching ``predicate(key, value)``; an update that does not match becomes a tombstone."""
 
     context: NodeContext
 
@@ -53,11 +53,12 @@ class KTableFilter(Processor):
         return value
 
     def process(self, record: Record) -> None:
+        # As Kafka's KTableFilter (old values not requested): an update that does not pass is forwarded
+        # as a delete even when the row never matched, since downstream cannot tell; consumers of old
+        # values (group_by) ignore a change that is None on both sides.
         change: Change = record.value
         new = self._keep(record.key, change.new_value)
         old = self._keep(record.key, change.old_value)
-        if new is None and old is None:
-            return
         self.context.forward(record.with_value(Change(new, old)))
 
 

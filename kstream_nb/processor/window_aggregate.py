@@ -184,7 +184,9 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
         start = ts + 1
         self.store.put(key, agg, start)
         if self.emit_on_update:
-            self._forward(Windowed(key, start, start + self.windows.time_difference_ms), agg.value, None, agg.timestamp)
+            self._forward(
+                Windowed(key, start, start + self.windows.time_difference_ms), agg.value, None, agg.timestamp
+            )
 
     def _update(self, key: Any, value: Any, start: int, vt: ValueAndTimestamp, close_time: int, ts: int) -> None:
         end = start + self.windows.time_difference_ms

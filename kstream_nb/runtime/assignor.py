@@ -16,6 +16,7 @@ from typing import Any
 
 from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import TopologyError
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.assignor")
@@ -51,11 +52,31 @@ class StreamsPartitionAssignor:
     def source_topics(self) -> list[str]:
         return [self.resolve(t) for t in self.topology.source_topics()]
 
+    def check_copartitioning(self, counts: Mapping[str, int]) -> None:
+        """Joined user topics must have equal partition counts; raises naming the topics and counts."""
+        for group in self.topology.copartition_groups():
+            user = {t: counts[t] for t in group if not self.topology.is_internal(t) and t in counts}
+            if len(set(user.values())) > 1:
+                listed = ", ".join(f"{t!r} ({n} partitions)" for t, n in sorted(user.items()))
+                raise TopologyError(
+                    f"topics joined together are not co-partitioned: {listed}; repartition one side with "
+                    "repartition(number_of_partitions=...) before the join"
+                )
+
     def partition_counts(self, known: Mapping[str, int]) -> dict[str, int]:
-        """Partition counts of every source topic, internal ones derived from their writers."""
+        """Partition counts of every source topic, internal ones derived from their writers.
+
+        A repartition topic feeding a join gets the partition count of the user topics it is joined with.
+        """
         counts = dict(known)
+        self.check_copartitioning(counts)
         subs = self.topology.subtopologies()
         fixed = self.topology.repartition_topics
+        for group in self.topology.copartition_groups():
+            user = [counts[t] for t in group if not self.topology.is_internal(t) and t in counts]
+            for t in group:
+                if user and self.topology.is_internal(t) and fixed.get(t) is None:
+                    counts.setdefault(self.resolve(t), max(user))
         changed = True
         while changed:
             changed = False
@@ -126,12 +147,21 @@ class StreamsPartitionAssignor:
                     "active": {t.task_id: list(t.partitions) for t in mine},
                     "missing_topics": list(self.missing_topics),
                     "all": {
-                        t.task_id: (owners[t.task_id], _process_of(subscriptions[owners[t.task_id]]))
+                        t.task_id: (
+                            _thread_of(owners[t.task_id], subscriptions[owners[t.task_id]]),
+                            _process_of(subscriptions[owners[t.task_id]]),
+                        )
                         for t in tasks
                     },
                 }
                 result[member] = Assignment(partitions, userdata)
             return result
+
+
+def _thread_of(member: str, subscription: Subscription) -> Any:
+    """The stream thread's name the member reported (its member id when it reported none)."""
+    data = subscription.userdata or {}
+    return data.get("thread", member)
 
 
 def _process_of(subscription: Subscription) -> Any:
@@ -140,25 +170,45 @@ def _process_of(subscription: Subscription) -> Any:
 
 
 def balanced_sticky_assignment(tasks: list[TaskInfo], subscriptions: Mapping[str, Subscription]) -> dict[str, str]:
-    """Task id -> member: each member gets at most ceil(tasks / members); tasks stay where they were."""
+    """Task id -> member: balanced overall and per sub-topology; tasks stay where they were when that fits.
+
+    Each member gets at most ceil(tasks / members) tasks, and at most ceil(n / members) of the n tasks of
+    each sub-topology, so the tasks of one sub-topology spread over the threads (as Kafka Streams does).
+    """
     members = sorted(subscriptions)
     if not members:
         return {}
     capacity = -(-len(tasks) // len(members))
+    per_sub: dict[int, int] = {}
+    for task in tasks:
+        per_sub[task.subtopology] = per_sub.get(task.subtopology, 0) + 1
+    sub_capacity = {sub: -(-n // len(members)) for sub, n in per_sub.items()}
     load = dict.fromkeys(members, 0)
+    sub_load: dict[tuple[str, int], int] = {}
     owners: dict[str, str] = {}
     previous: dict[str, str] = {}
     for member in members:
         for task_id in (subscriptions[member].userdata or {}).get("prev_tasks", ()):
             previous.setdefault(task_id, member)
+
+    def give(task: TaskInfo, member: str) -> None:
+        owners[task.task_id] = member
+        load[member] += 1
+        sub_load[member, task.subtopology] = sub_load.get((member, task.subtopology), 0) + 1
+
     for task in tasks:
         owner = previous.get(task.task_id)
-        if owner is not None and load[owner] < capacity:
-            owners[task.task_id] = owner
-            load[owner] += 1
-    for task in sorted(tasks, key=lambda t: (t.partition, t.subtopology)):
+        if (
+            owner is not None
+            and load[owner] < capacity
+            and sub_load.get((owner, task.subtopology), 0) < sub_capacity[task.subtopology]
+        ):
+            give(task, owner)
+    for task in sorted(tasks, key=lambda t: (t.subtopology, t.partition)):
         if task.task_id not in owners:
-            member = min(members, key=lambda m: (load[m], m))
-            owners[task.task_id] = member
-            load[member] += 1
+            member = min(
+                members,
+                key=lambda m: (load[m] >= capacity, sub_load.get((m, task.subtopology), 0), load[m], m),
+            )
+            give(task, member)
     return owners

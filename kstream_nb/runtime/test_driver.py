@@ -322,13 +322,12 @@ class TestOutputTopic:
         return [(r.key, r.value) for r in self.read_records_to_list()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
-        """The last value per key (a None value removes the key), as Kafka's ``readKeyValuesToMap``."""
+        """The last value per key (a deleted key maps to None), as Kafka's ``readKeyValuesToMap``."""
         result: dict[Any, Any] = {}
         for key, value in self.read_key_values_to_list():
-            if value is None:
-                result.pop(key, None)
-            else:
-                result[key] = value
+            if key is None:
+                raise ValueError(f"topic {self.name!r} has a record with a null key: it cannot be read into a map")
+            result[key] = value
         return result
 
     def is_empty(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kstream_nb.cluster.serdes import SerdeSpec, serde_from
 from kstream_nb.errors import StreamsError
@@ -58,6 +58,21 @@ class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
 
 
 _B = TypeVar("_B", bound="StoreBuilder")
+
+
+class StoreFactory(Protocol):
+    """What a topology needs of any store builder (key-value, window, session, join buffer)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def logging_enabled(self) -> bool: ...
+
+    @property
+    def log_config(self) -> dict[str, str]: ...
+
+    def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> Any: ...
 
 
 class StoreBuilder(ABC):

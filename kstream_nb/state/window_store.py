@@ -110,7 +110,7 @@ class InMemoryWindowStore(_Store):
         windows = self._data.get(key)
         if not windows:
             return []
-        out = []
+        out: list[tuple[int, Any]] = []
         for start in sorted(s for s in windows if time_from <= s <= time_to):
             value = windows[start]
             if self.retain_duplicates:
@@ -122,7 +122,7 @@ class InMemoryWindowStore(_Store):
     def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
         """(key, window start, value) for every window in the range, by key then start."""
         keys, _ = sort_keys(list(self._data))
-        out = []
+        out: list[tuple[Any, int, Any]] = []
         for key in keys:
             windows = self._data.get(key) or {}
             for start in sorted(windows):
@@ -281,7 +281,10 @@ class ChangeLoggingSessionStore:
         for key_bytes, value_bytes in batch:
             if key_bytes is None:
                 continue
-            end, start = _TS.unpack_from(key_bytes, len(key_bytes) - 16)[0], _TS.unpack_from(key_bytes, len(key_bytes) - 8)[0]
+            end, start = (
+                _TS.unpack_from(key_bytes, len(key_bytes) - 16)[0],
+                _TS.unpack_from(key_bytes, len(key_bytes) - 8)[0],
+            )
             key = self.key_serde.deserialize(self._topic, key_bytes[:-16])
             self.inner.put(key, start, end, self.value_serde.deserialize(self._topic, value_bytes))
 
@@ -315,5 +318,6 @@ class WindowStoreBuilder:
         value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
         if isinstance(store, InMemorySessionStore):
             return ChangeLoggingSessionStore(store, key_serde, value)
-        return ChangeLoggingWindowStore(store, key_serde, ValueAndTimestampSerde(value) if self.timestamped else value)
-
+        return ChangeLoggingWindowStore(
+            store, key_serde, ValueAndTimestampSerde(value) if self.timestamped else value
+        )

@@ -18,7 +18,7 @@ from kstream_nb.processor.sink import SinkProcessor, StreamPartitioner
 from kstream_nb.processor.timestamps import TimestampExtractor, timestamp_extractor_from
 
 if TYPE_CHECKING:
-    from kstream_nb.state.builders import StoreBuilder
+    from kstream_nb.state.builders import StoreFactory
     from kstream_nb.topology.description import TopologyDescription
 
 
@@ -69,7 +69,7 @@ class TaskGraph:
 
     sources: dict[str, SourceNode]
     nodes: list[ProcessorNode]
-    stores: list[StoreBuilder]
+    stores: list[StoreFactory]
 
 
 class Topology:
@@ -78,8 +78,9 @@ class Topology:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeSpec] = {}
         self._children: dict[str, list[str]] = {}
-        self._stores: dict[str, StoreBuilder] = {}
+        self._stores: dict[str, StoreFactory] = {}
         self._repartition_topics: dict[str, int | None] = {}
+        self._copartition_groups: list[tuple[str, ...]] = []
         self._subtopologies: list[SubTopology] | None = None
 
     # ---- building -------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class Topology:
         self._add(SinkSpec(name, topic, tuple(parent_names), _serde(key_serde), _serde(value_serde), partitioner))
         return self
 
-    def add_state_store(self, builder: StoreBuilder, *processor_names: str) -> Topology:
+    def add_state_store(self, builder: StoreFactory, *processor_names: str) -> Topology:
         """Registers a store (one instance per task) and connects it to processors."""
         if builder.name in self._stores:
             raise TopologyError(f"state store {builder.name!r} is already added")
@@ -164,6 +165,30 @@ class Topology:
         """Marks ``name`` as an internal repartition topic (created by the app, prefixed with its id)."""
         self._repartition_topics[name] = partitions
 
+    def add_copartition_group(self, *node_names: str) -> None:
+        """The source topics feeding these nodes must have the same partition count (joins)."""
+        self._copartition_groups.append(tuple(node_names))
+
+    def copartition_groups(self) -> list[list[str]]:
+        """For each join, the topics feeding it (found by walking parents back to the sources)."""
+        groups = []
+        for names in self._copartition_groups:
+            topics: list[str] = []
+            todo = list(names)
+            seen: set[str] = set()
+            while todo:
+                name = todo.pop()
+                if name in seen:
+                    continue
+                seen.add(name)
+                spec = self._nodes[name]
+                if isinstance(spec, SourceSpec):
+                    topics.extend(t for t in spec.topics if t not in topics)
+                else:
+                    todo.extend(getattr(spec, "parents", ()))
+            groups.append(topics)
+        return groups
+
     def _add(self, spec: NodeSpec) -> None:
         if spec.name in self._nodes:
             raise TopologyError(f"a node named {spec.name!r} already exists")
@@ -190,7 +215,7 @@ class Topology:
         return list(self._children[name])
 
     @property
-    def store_builders(self) -> dict[str, StoreBuilder]:
+    def store_builders(self) -> dict[str, StoreFactory]:
         return dict(self._stores)
 
     @property

@@ -16,7 +16,7 @@ def s(x: Any) -> str:
 
 
 def fn(source: str) -> Any:
-    return eval(source, {"s": s, "int": int, "str": str})  # noqa: S307 - case files are test data
+    return eval(source, {"s": s, "int": int, "str": str})
 
 
 class Capture(ks.Processor):
@@ -90,7 +90,11 @@ class CaseRun:
             split = src.split()
             for branch in node["branches"]:
                 split = split.branch(fn(branch["predicate"]), name=branch["id"])
-            branches = split.default_branch(node["default_branch"]) if node.get("default_branch") else split.no_default_branch()
+            branches = (
+                split.default_branch(node["default_branch"])
+                if node.get("default_branch")
+                else split.no_default_branch()
+            )
             for branch in node["branches"]:
                 self.objects[branch["id"]] = branches[branch["id"]]
             return None
@@ -134,9 +138,13 @@ class CaseRun:
                 return src.reduce(fn(node["adder"]), fn(node["subtractor"]), store=store)
             return src.reduce(fn(node["reducer"]), store=store)
         if "subtractor" in node:
-            return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), fn(node["subtractor"]), store=store)
+            return src.aggregate(
+                fn(node["initializer"]), fn(node["aggregator"]), fn(node["subtractor"]), store=store
+            )
         if "session_merger" in node:
-            return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), fn(node["session_merger"]), store=store)
+            return src.aggregate(
+                fn(node["initializer"]), fn(node["aggregator"]), fn(node["session_merger"]), store=store
+            )
         return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), store=store)
 
     def _join(self, node: dict[str, Any]) -> Any:
@@ -145,7 +153,9 @@ class CaseRun:
         joiner = fn(node["joiner"])
         if "windows" in node:
             w = node["windows"]
-            windows = JoinWindows(w["before_ms"], w["after_ms"], w.get("grace_ms", 0), w.get("legacy_eager_non_joined", False))
+            windows = JoinWindows(
+                w["before_ms"], w["after_ms"], w.get("grace_ms", 0), w.get("legacy_eager_non_joined", False)
+            )
             return getattr(left, method)(right, joiner, windows)
         if "grace_ms" in node:
             return getattr(left, method)(right, joiner, grace=node["grace_ms"])
@@ -208,7 +218,9 @@ def check(run: CaseRun, node: str, expectation: dict[str, Any], history: dict[st
     if match == "ordered":
         assert produced == expectation["records"], f"{node}: produced {produced}"
     elif match == "set":
-        assert {_frozen(r) for r in produced} == {_frozen(r) for r in expectation["records"]}, f"{node}: {produced}"
+        assert {_frozen(r) for r in produced} == {_frozen(r) for r in expectation["records"]}, (
+            f"{node}: {produced}"
+        )
     elif match == "stable_sorted":
         fields = expectation["sort_by"]
         ordered = sorted(produced, key=lambda r: tuple(_sortable(r.get(f)) for f in fields))

@@ -1,0 +1,130 @@
+"""How the DSL wires joins into the topology: stores, the two join sides, co-partitioning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.processor.stream_stateless import PassThrough
+from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
+from kstream_nb.processor.table_joins import KStreamKTableJoin, KTableKTableJoinSide
+from kstream_nb.processor.windows import JoinWindows
+from kstream_nb.state.join_buffer import JoinBuffer
+from kstream_nb.state.window_store import InMemoryWindowStore, WindowStoreBuilder
+
+if TYPE_CHECKING:
+    from kstream_nb.dsl.kstream import KStream
+    from kstream_nb.dsl.ktable import GlobalKTable, KTable
+
+_SEGMENT_MS = 60_000
+
+
+class _BufferBuilder:
+    """Store builder of a join's unmatched-record buffer (no changelog)."""
+
+    logging_enabled = False
+    caching_enabled = False
+    log_config: dict[str, str] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def build(self, *defaults: Any) -> JoinBuffer:
+        return JoinBuffer(self.name)
+
+
+def stream_stream_join(left: KStream, right: KStream, joiner: Callable[[Any, Any], Any],
+                       windows: JoinWindows, kind: str) -> KStream:  # fmt: skip
+    """Both sides store their records in a window store and look up the other's; results are merged."""
+    from kstream_nb.dsl.kstream import KStream
+
+    if not isinstance(windows, JoinWindows):
+        raise TypeError(f"a stream-stream join needs JoinWindows, got {windows!r}")
+    builder = left._builder
+    topology = builder.topology
+    this_name = builder.new_name("KSTREAM-JOINTHIS")
+    other_name = builder.new_name("KSTREAM-JOINOTHER")
+    left = left.repartitioned_if_required(f"{this_name}-left")
+    right = right.repartitioned_if_required(f"{other_name}-right")
+    left_store, right_store = f"{this_name}-store", f"{other_name}-store"
+    retention = windows.retention_ms + max(windows.retention_ms // 2, _SEGMENT_MS)
+    for store, stream in ((left_store, left), (right_store, right)):
+        topology.add_state_store(
+            WindowStoreBuilder(
+                store, lambda s=store: InMemoryWindowStore(s, retention, 0, retain_duplicates=True),  # type: ignore[misc]
+                stream.key_serde, stream.value_serde, timestamped=False,
+            )
+        )  # fmt: skip
+    buffer = None
+    if kind != "inner":
+        buffer = builder.new_name("KSTREAM-OUTERSHARED") + "-store"
+        topology.add_state_store(_BufferBuilder(buffer))
+    stores = [left_store, right_store] + ([buffer] if buffer else [])
+    topology.add_processor(
+        this_name,
+        lambda: KStreamKStreamJoinSide(True, windows, joiner, left_store, right_store, buffer, kind != "inner"),
+        left.node, stores=stores,
+    )  # fmt: skip
+    topology.add_processor(
+        other_name,
+        lambda: KStreamKStreamJoinSide(False, windows, joiner, right_store, left_store, buffer, kind == "outer"),
+        right.node, stores=stores,
+    )  # fmt: skip
+    merge = builder.new_name("KSTREAM-MERGE")
+    topology.add_processor(merge, PassThrough, this_name, other_name)
+    topology.add_copartition_group(left.node, right.node)
+    return KStream(builder, merge, left.key_serde, None)
+
+
+def stream_table_join(
+    stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left_join: bool
+) -> KStream:
+    """Each stream record looks up the table's current row; table updates emit nothing."""
+    from kstream_nb.dsl.kstream import KStream
+
+    builder = stream._builder
+    stream = stream.repartitioned_if_required(builder.new_name("KSTREAM-JOIN"))
+    store = table.materialized_store()
+    node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
+    builder.topology.add_processor(
+        node, lambda: KStreamKTableJoin(store, joiner, left_join), stream.node, stores=[store]
+    )
+    builder.topology.add_copartition_group(stream.node, table.node)
+    return KStream(builder, node, stream.key_serde, None)
+
+
+def stream_global_table_join(stream: KStream, table: GlobalKTable, key_selector: Callable[[Any, Any], Any],
+                             joiner: Callable[[Any, Any], Any], left_join: bool) -> KStream:  # fmt: skip
+    """Each stream record looks up ``key_selector(key, value)`` in the fully replicated global table."""
+    from kstream_nb.dsl.kstream import KStream
+
+    builder = stream._builder
+    node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
+    store = table.store_name
+    builder.topology.add_processor(
+        node, lambda: KStreamKTableJoin(store, joiner, left_join, key_selector), stream.node, stores=[store]
+    )
+    return KStream(builder, node, stream.key_serde, None, stream.repartition_required)
+
+
+def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], Any], kind: str,
+                     store: str | None) -> KTable:  # fmt: skip
+    """Either side's update joins with the other side's current row."""
+    from kstream_nb.dsl.ktable import KTable
+
+    builder = left._builder
+    topology = builder.topology
+    left_store, right_store = left.materialized_store(), right.materialized_store()
+    this_name = builder.new_name("KTABLE-JOINTHIS")
+    other_name = builder.new_name("KTABLE-JOINOTHER")
+    topology.add_processor(
+        this_name, lambda: KTableKTableJoinSide(kind, True, right_store, joiner), left.node, stores=[right_store]
+    )
+    topology.add_processor(
+        other_name, lambda: KTableKTableJoinSide(kind, False, left_store, joiner), right.node, stores=[left_store]
+    )
+    merge = builder.new_name("KTABLE-MERGE")
+    topology.add_processor(merge, PassThrough, this_name, other_name)
+    topology.add_copartition_group(left.node, right.node)
+    result = KTable(builder, merge, left.key_serde, None)
+    return result.materialize(store) if store else result

@@ -1,0 +1,92 @@
+"""Joins with tables: stream-table (only the stream side triggers) and table-table (either side triggers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kstream_nb.processor.api import Change, Processor, Record
+from kstream_nb.processor.node import NodeContext
+
+
+class KStreamKTableJoin(Processor):
+    """Joins each stream record with the table's current value for its key (inner: only when present).
+
+    ``key_selector`` (stream-GlobalKTable joins) maps the stream record to the table key to look up.
+    """
+
+    context: NodeContext
+
+    def __init__(self, table_store: str, joiner: Callable[[Any, Any], Any], left: bool,
+                 key_selector: Callable[[Any, Any], Any] | None = None) -> None:  # fmt: skip
+        self.table_store = table_store
+        self.joiner = joiner
+        self.left = left
+        self.key_selector = key_selector
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.table = context.get_state_store(self.table_store)
+
+    def process(self, record: Record) -> None:
+        key, value = record.key, record.value
+        lookup = key if self.key_selector is None else self.key_selector(key, value)
+        if value is None or (lookup is None and not self.left):
+            self.context.record_dropped("null key or value in stream-table join")
+            return
+        found = None if lookup is None else self.table.get(lookup)
+        if found is None and not self.left:
+            return
+        self.context.forward(record.with_value(self.joiner(value, None if found is None else found.value)))
+
+
+INNER, LEFT, OUTER = "inner", "left", "outer"
+
+
+class KTableKTableJoinSide(Processor):
+    """One side of a table-table join: on an update, join with the other table's current row.
+
+    inner: emits only when the other row exists; left: every left update, right updates only when the
+    left row exists; outer: every update unless neither side has a row. Timestamp: max of both rows.
+    """
+
+    context: NodeContext
+
+    def __init__(self, kind: str, left_side: bool, other_store: str, joiner: Callable[[Any, Any], Any]) -> None:
+        self.kind = kind
+        self.left_side = left_side
+        self.other_store = other_store
+        self.joiner = joiner
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.other = context.get_state_store(self.other_store)
+
+    def _join(self, this: Any, other: Any) -> Any:
+        return self.joiner(this, other) if self.left_side else self.joiner(other, this)
+
+    def process(self, record: Record) -> None:
+        key = record.key
+        if key is None:
+            self.context.record_dropped("null key in table-table join")
+            return
+        change: Change = record.value
+        found = self.other.get(key)
+        other = None if found is None else found.value
+        timestamp = record.timestamp if found is None else max(record.timestamp, found.timestamp)
+        kind = self.kind
+        if kind == INNER and other is None:
+            return
+        if kind == LEFT and not self.left_side:
+            if other is None:
+                return
+            new = self._join(change.new_value, other)
+            old = self._join(change.old_value, other)
+        elif kind == OUTER and other is None and change.new_value is None and change.old_value is None:
+            return
+        else:
+            keep_new = change.new_value is not None or (kind == OUTER and other is not None)
+            keep_old = change.old_value is not None or (kind == OUTER and other is not None)
+            new = self._join(change.new_value, other) if keep_new else None
+            old = self._join(change.old_value, other) if keep_old else None
+        self.context.forward(Record(key, Change(new, old), timestamp, record.headers))

@@ -1,0 +1,81 @@
+"""The buffer a left/outer stream-stream join keeps unmatched records in, with the join's stream time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kstream_nb.state.store import StateStore, StateStoreContext, json_order
+
+
+class JoinBuffer(StateStore):
+    """Unmatched records by (timestamp, side, key) — right side before left, as Kafka orders them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.stream_time = -1
+        self._pending: dict[tuple[int, bool, Any], list[Any]] = {}
+        self._open = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def persistent(self) -> bool:
+        return False
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._open = True
+        context.register(root or self, self._no_restore, None)
+
+    def _no_restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
+        raise RuntimeError(f"join buffer {self._name!r} has no changelog")
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._open = False
+        self._pending = {}
+
+    def advance_stream_time(self, ts: int) -> None:
+        if ts > self.stream_time:
+            self.stream_time = ts
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, ts: int, left_side: bool, key: Any, value: Any) -> None:
+        self._pending.setdefault((ts, left_side, _hashable(key)), []).append((key, value))
+
+    def remove(self, ts: int, left_side: bool, key: Any) -> None:
+        self._pending.pop((ts, left_side, _hashable(key)), None)
+
+    def min_time(self) -> int:
+        return min(ts for ts, _, _ in self._pending)
+
+    def expired(self, after_ms: int, before_ms: int, grace_ms: int) -> list[tuple[int, bool, Any, Any]]:
+        """Removes and returns, in (timestamp, right before left, key) order, the records whose window closed."""
+        out: list[tuple[int, bool, Any, Any]] = []
+        for entry in sorted(self._pending, key=lambda e: (e[0], e[1], json_order(e[2]))):
+            ts, left_side, _ = entry
+            lookback = after_ms if left_side else before_ms
+            if ts + lookback + grace_ms >= self.stream_time:
+                break
+            out.extend((ts, left_side, key, value) for key, value in self._pending.pop(entry))
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._pending.values())
+
+
+def _hashable(key: Any) -> Any:
+    try:
+        hash(key)
+        return key
+    except TypeError:
+        return json_order(key)
