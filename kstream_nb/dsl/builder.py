@@ -11,7 +11,7 @@ from kstream_nb.topology.topology import Topology, default_name_factory
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.kstream import KStream
-    from kstream_nb.dsl.ktable import KTable
+    from kstream_nb.dsl.ktable import GlobalKTable, KTable
     from kstream_nb.state.builders import StoreBuilder
 
 
@@ -70,6 +70,18 @@ class StreamsBuilder:
             node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
         )
         return KTable(self, node, _serde(key_serde), _serde(value_serde), store_name)
+
+    def global_table(self, topic: str, key_serde: Any = None, value_serde: Any = None,
+                     store: str | None = None) -> GlobalKTable:  # fmt: skip
+        """A GlobalKTable: every instance holds all partitions of ``topic``; join it with ``key_selector``."""
+        from kstream_nb.dsl.ktable import GlobalKTable
+
+        store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
+        builder = TimestampedKeyValueStoreBuilder(
+            Stores.in_memory_key_value_store(store_name), key_serde, value_serde
+        ).with_logging_disabled()
+        self.topology.add_global_store(builder, topic, key_serde, value_serde)
+        return GlobalKTable(self, topic, store_name)
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
         """Adds a store that ``process(..., stores=[name])`` processors can use."""

@@ -52,6 +52,16 @@ class SinkSpec:
 NodeSpec = SourceSpec | ProcessorSpec | SinkSpec
 
 
+@dataclass
+class GlobalStoreSpec:
+    """A store every instance keeps a full copy of, filled from all partitions of ``topic``."""
+
+    builder: StoreFactory
+    topic: str
+    key_serde: Serde | None
+    value_serde: Serde | None
+
+
 @dataclass(frozen=True)
 class SubTopology:
     """A connected part of the topology: it runs as one task per input partition number."""
@@ -81,6 +91,7 @@ class Topology:
         self._stores: dict[str, StoreFactory] = {}
         self._repartition_topics: dict[str, int | None] = {}
         self._copartition_groups: list[tuple[str, ...]] = []
+        self._global_stores: dict[str, GlobalStoreSpec] = {}
         self._subtopologies: list[SubTopology] | None = None
 
     # ---- building -------------------------------------------------------------------------------
@@ -146,12 +157,24 @@ class Topology:
         self._subtopologies = None
         return self
 
+    def add_global_store(self, builder: StoreFactory, topic: str, key_serde: Any = None,
+                         value_serde: Any = None) -> Topology:  # fmt: skip
+        """A global store: a full copy on every instance of ``topic``'s latest value per key."""
+        if builder.name in self._stores or builder.name in self._global_stores:
+            raise TopologyError(f"state store {builder.name!r} is already added")
+        self._global_stores[builder.name] = GlobalStoreSpec(builder, topic, _serde(key_serde), _serde(value_serde))
+        return self
+
+    @property
+    def global_stores(self) -> dict[str, GlobalStoreSpec]:
+        return dict(self._global_stores)
+
     def connect_processor_and_state_stores(self, processor_name: str, *store_names: str) -> Topology:
         node = self._nodes.get(processor_name)
         if not isinstance(node, ProcessorSpec):
             raise TopologyError(f"{processor_name!r} is not a processor of this topology")
         for store in store_names:
-            if store not in self._stores:
+            if store not in self._stores and store not in self._global_stores:
                 raise TopologyError(
                     f"state store {store!r} is unknown; add it first with add_state_store "
                     f"(known: {sorted(self._stores)})"
@@ -255,6 +278,8 @@ class Topology:
             for p in getattr(spec, "parents", ()):
                 union(p, spec.name)
             for store in getattr(spec, "stores", ()):
+                if store in self._global_stores:
+                    continue
                 if store in store_users:
                     union(store_users[store], spec.name)
                 store_users[store] = spec.name
@@ -271,7 +296,13 @@ class Topology:
                     source_topics=tuple(t for s in specs if isinstance(s, SourceSpec) for t in s.topics),
                     sink_topics=tuple(dict.fromkeys(s.topic for s in specs if isinstance(s, SinkSpec))),
                     stores=tuple(
-                        dict.fromkeys(st for s in specs if isinstance(s, ProcessorSpec) for st in s.stores)
+                        dict.fromkeys(
+                            st
+                            for s in specs
+                            if isinstance(s, ProcessorSpec)
+                            for st in s.stores
+                            if st not in self._global_stores
+                        )
                     ),
                 )
             )

@@ -1,0 +1,1 @@
+"""Runnable examples (``python -m kstream_nb.examples.<name>``)."""
