@@ -103,6 +103,8 @@ class KafkaStreams:
         self._listeners: list[Callable[[State, State], None]] = []
         self._handler: Callable[[BaseException], Any] | None = None
         self._started_at: float | None = None
+        self._stopping = threading.Event()
+        self._helpers: list[threading.Thread] = []
         self.error: BaseException | None = None
         _APPS.add(self)
 
@@ -135,7 +137,7 @@ class KafkaStreams:
 
     def _thread_state_changed(self, thread: StreamThread) -> None:
         with self._lock:
-            if self._state not in (State.REBALANCING, State.RUNNING):
+            if self._state not in (State.REBALANCING, State.RUNNING) or thread not in self._threads:
                 return
             alive = [t for t in self._threads if t.state != "DEAD"]
             if alive and all(t.state == "RUNNING" for t in alive):
@@ -153,13 +155,19 @@ class KafkaStreams:
                     f"start() can only be called once, on a CREATED app (state is {self._state.value}); "
                     "create a new KafkaStreams to run again"
                 )
+            existing = {
+                t: n for t in self.topology.source_topics() if (n := self.admin.partition_count(t)) is not None
+            }
+            self.assignor.check_copartitioning(existing)
             self._transition(State.REBALANCING)
             self._started_at = time.monotonic()
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
-        threading.Thread(
-            target=self._watch_missing_topics, name=f"{self.application_id}-watch", daemon=True
-        ).start()
+            watch = threading.Thread(
+                target=self._watch_missing_topics, name=f"{self.application_id}-watch", daemon=True
+            )
+            self._helpers.append(watch)
+            watch.start()
         return self
 
     def _new_thread(self) -> StreamThread:
@@ -178,6 +186,9 @@ class KafkaStreams:
     def _start_thread(self) -> StreamThread:
         thread = self._new_thread()
         self._threads.append(thread)
+        if self._state == State.RUNNING:
+            # the group rebalances onto the new thread: not RUNNING until it holds its tasks
+            self._transition(State.REBALANCING)
         thread.start()
         return thread
 
@@ -192,7 +203,8 @@ class KafkaStreams:
             elif self._started_at is not None and time.monotonic() - self._started_at > timeout:
                 self._fail(MissingSourceTopicError(missing))
                 return
-            time.sleep(0.05)
+            if self._stopping.wait(0.05):
+                return
 
     def missing_source_topics(self) -> list[str]:
         """Source topics of the topology that do not exist on the cluster (the app waits for them)."""
@@ -229,20 +241,31 @@ class KafkaStreams:
                 return
             self.error = error
             self._transition(State.PENDING_ERROR)
-        threading.Thread(target=self._shutdown_threads, args=(State.ERROR, None), daemon=True).start()
+            shutdown = threading.Thread(
+                target=self._shutdown_threads,
+                args=(State.ERROR, None),
+                name=f"{self.application_id}-shutdown",
+                daemon=True,
+            )
+            self._helpers.append(shutdown)
+            shutdown.start()
 
     def _shutdown_threads(self, final: State, timeout: float | None) -> bool:
-        threads = list(self._threads)
-        for thread in threads:
-            thread.shutdown()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in threads:
-            if thread is threading.current_thread():
-                continue
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        stopped = all(not t.is_alive() for t in threads if t is not threading.current_thread())
+        self._stopping.set()
         with self._lock:
-            self._finished_threads.extend(t for t in threads if t not in self._finished_threads)
+            # also the threads that already left (a failed one may still be returning from run())
+            threads: list[threading.Thread] = [*self._threads, *self._finished_threads]
+        for thread in self._threads:
+            thread.shutdown()
+        current = threading.current_thread()
+        helpers = [h for h in self._helpers if h is not current and h.name.endswith("-watch")]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for other in [*threads, *helpers]:
+            if other is not current:
+                other.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        stopped = all(not t.is_alive() for t in [*threads, *helpers] if t is not current)
+        with self._lock:
+            self._finished_threads.extend(t for t in self._threads if t not in self._finished_threads)
             self._threads = [t for t in self._threads if t.is_alive()]
             if stopped:
                 self._transition(final)
@@ -255,12 +278,21 @@ class KafkaStreams:
             if state == State.CREATED:
                 self._transition(State.NOT_RUNNING)
                 return True
-            if state in (State.NOT_RUNNING, State.ERROR):
-                return True
-            if state != State.PENDING_ERROR:
+            if state not in (State.NOT_RUNNING, State.ERROR, State.PENDING_ERROR):
                 self._transition(State.PENDING_SHUTDOWN)
-        final = State.ERROR if state == State.PENDING_ERROR else State.NOT_RUNNING
-        return self._shutdown_threads(final, timeout)
+        if state in (State.NOT_RUNNING, State.ERROR, State.PENDING_ERROR):
+            # after a failure the shutdown helper stops the threads; wait for it (and them), unlocked:
+            # the threads need the lock to report their last state changes
+            return self._join_helpers(timeout)
+        return self._shutdown_threads(State.NOT_RUNNING, timeout) and self._join_helpers(timeout)
+
+    def _join_helpers(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        current = threading.current_thread()
+        others = [t for t in [*self._helpers, *self._threads, *self._finished_threads] if t is not current]
+        for thread in others:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return all(not t.is_alive() for t in others)
 
     close = stop
 
@@ -312,9 +344,14 @@ class KafkaStreams:
                     f"remove_stream_thread needs a running app with threads (state {self._state.value})"
                 )
             thread = self._threads.pop()
+            if self._threads and self._state == State.RUNNING:
+                # the others take over its tasks in the rebalance its leaving starts; their state
+                # changes (revoked, assigned, running) bring the app back to RUNNING
+                self._transition(State.REBALANCING)
         thread.shutdown()
         thread.join(timeout)
-        self._finished_threads.append(thread)
+        with self._lock:
+            self._finished_threads.append(thread)
         return thread.name
 
     @property
@@ -392,7 +429,9 @@ class KafkaStreams:
             "lag": self.lag(),
             "restored-records-total": sum(th.restored_records for th in threads),
             "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
-            "missing-source-topics": self.missing_source_topics() if self._state == State.REBALANCING else [],
+            "missing-source-topics": self.missing_source_topics()
+            if self._state in (State.REBALANCING, State.RUNNING)
+            else [],
             "error": None if self.error is None else str(self.error),
         }
 

@@ -121,6 +121,8 @@ class StreamThread(threading.Thread):
         self.rate = 0.0
         self._rate_sample = (time.monotonic(), 0)
         self._last_commit = time.monotonic()
+        self._closed_processed = 0
+        self._prev_tasks: list[str] = []
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -136,12 +138,11 @@ class StreamThread(threading.Thread):
     def processed_total(self) -> int:
         return sum(t.processed_total for t in list(self.tasks.values())) + self._closed_processed
 
-    _closed_processed = 0
-
     # ---- rebalance callbacks (run inside poll, on this thread) ---------------------------------
 
     def _userdata(self) -> dict[str, Any]:
-        return {"process_id": self.process_id, "thread": self.name, "prev_tasks": sorted(self.tasks)}
+        # called when joining a rebalance, after the revocation closed the tasks: report the last assigned
+        return {"process_id": self.process_id, "thread": self.name, "prev_tasks": sorted(self._prev_tasks)}
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         self._set_state("PARTITIONS_REVOKED")
@@ -167,16 +168,30 @@ class StreamThread(threading.Thread):
                 wall_clock_ms,
                 [TopicPartition(*tp) for tp in tps],
             )
-            self.restored_records += restore_task(
-                task,
-                self.restore_consumer,
-                self.admin,
-                lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
+            try:
+                self.restored_records += restore_task(
+                    task,
+                    self.restore_consumer,
+                    self.admin,
+                    lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
+                )
+                task.initialize()
+            except BaseException:
+                # the task never joined self.tasks: close its stores here, then fail the thread
+                try:
+                    task.close()
+                except Exception:
+                    log.exception("closing task %s after a failed start failed", task_id)
+                raise
+            # lag and idleness count from where the group committed, not from the partition's start
+            task_tps = [TopicPartition(*tp) for tp in tps]
+            task.set_start_offsets(
+                {tp: off for tp, off in self.consumer.committed(task_tps).items() if off is not None}
             )
-            task.initialize()
             self.tasks[task_id] = task
             for tp in tps:
                 self._by_partition[TopicPartition(*tp)] = task
+        self._prev_tasks = sorted(self.tasks)
         self._set_state("RUNNING")
 
     def _close_tasks(self) -> None:

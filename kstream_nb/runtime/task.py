@@ -419,6 +419,12 @@ class StreamTask:
         changed = {tp: off for tp, off in self.consumed.items() if self._committed.get(tp) != off}
         return changed
 
+    def set_start_offsets(self, offsets: dict[TopicPartition, int]) -> None:
+        """The committed positions the task starts from (nothing to commit for them)."""
+        for tp, offset in offsets.items():
+            self.consumed.setdefault(tp, offset)
+            self._committed.setdefault(tp, offset)
+
     def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
         self._committed.update(offsets)
         self.commit_requested = False
