@@ -64,7 +64,7 @@ def generate(seed: int = 0, users: int = 50, items: int = 30, orders: int = 2_00
     ts = ts + rng.integers(-600_000, 600_000, orders) * (rng.random(orders) < 0.2)
     order_df = pd.DataFrame({
         "key": rng.choice(user_names, orders),
-        "item": rng.choice(item_names + ["item-unknown"], orders),
+        "item": rng.choice([*item_names, "item-unknown"], orders),
         "ts": ts.astype(np.int64),
         "quantity": rng.integers(1, 5, orders),
     })  # fmt: skip
@@ -122,8 +122,9 @@ def run(data: dict[str, pd.DataFrame], bootstrap_servers: str, threads: int = 2)
         app.start().wait_until_running()
         app.wait_until_idle()
         orders = data["orders"].drop(columns=["key"]).assign(key=data["orders"]["key"])
-        ks.produce("orders", orders[["key", "user", "item", "ts", "quantity"]], bootstrap_servers=bootstrap_servers,
-                   partitions=3, timestamps=orders["ts"].tolist())  # fmt: skip
+        columns = ["key", "user", "item", "ts", "quantity"]
+        ks.produce("orders", orders[columns], bootstrap_servers=bootstrap_servers, partitions=3,
+                   timestamps=orders["ts"].tolist())  # fmt: skip
         app.wait_until_idle(timeout=120)
     finally:
         app.stop()

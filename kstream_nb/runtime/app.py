@@ -22,9 +22,11 @@ from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, MissingSourceTopicError, StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.stream_thread import StreamThread
-from kstream_nb.state.query import CompositeReadOnlyKeyValueStore
+from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
+from kstream_nb.state.window_store import WindowStoreBuilder
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.app")
@@ -106,6 +108,8 @@ class KafkaStreams:
         self._stopping = threading.Event()
         self._helpers: list[threading.Thread] = []
         self.error: BaseException | None = None
+        self._global_stores: GlobalStores | None = None
+        self._global_thread: GlobalStreamThread | None = None
         _APPS.add(self)
 
     # ---- state ---------------------------------------------------------------------------------
@@ -161,6 +165,12 @@ class KafkaStreams:
             self.assignor.check_copartitioning(existing)
             self._transition(State.REBALANCING)
             self._started_at = time.monotonic()
+            if self.topology.global_stores:
+                self._global_stores = GlobalStores(self.topology, self.config)
+                self._global_thread = GlobalStreamThread(
+                    self._global_stores, self.cluster, self.config, self._fail
+                )
+                self._global_thread.start()
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
             watch = threading.Thread(
@@ -181,6 +191,8 @@ class KafkaStreams:
             self.assignor,
             self._thread_state_changed,
             self._thread_failed,
+            self._global_stores.stores if self._global_stores else None,
+            self._global_thread.bootstrapped if self._global_thread else None,
         )
 
     def _start_thread(self) -> StreamThread:
@@ -260,10 +272,15 @@ class KafkaStreams:
         current = threading.current_thread()
         helpers = [h for h in self._helpers if h is not current and h.name.endswith("-watch")]
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._global_thread is not None:
+            self._global_thread.shutdown()
+            helpers.append(self._global_thread)
         for other in [*threads, *helpers]:
             if other is not current:
                 other.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         stopped = all(not t.is_alive() for t in [*threads, *helpers] if t is not current)
+        if stopped and self._global_stores is not None:
+            self._global_stores.close()
         with self._lock:
             self._finished_threads.extend(t for t in self._threads if t not in self._finished_threads)
             self._threads = [t for t in self._threads if t.is_alive()]
@@ -360,26 +377,34 @@ class KafkaStreams:
 
     # ---- interactive queries, assignment, metrics -----------------------------------------------
 
-    def store(self, name: str) -> CompositeReadOnlyKeyValueStore:
-        """A read-only view of store ``name`` across this app's local active tasks."""
+    def store(self, name: str) -> Any:
+        """A read-only view of store ``name`` across this app's local active tasks (or its global store).
+
+        Key-value stores answer get/range/all/to_pandas; window and session stores fetch/all/to_pandas
+        with ``start``/``end`` columns.
+        """
         builder = self.topology.store_builders.get(name)
-        if builder is None:
-            raise InvalidStateStoreError(
-                f"no state store named {name!r} in this topology (stores: {sorted(self.topology.store_builders)})"
-            )
-        timestamped = isinstance(builder, TimestampedKeyValueStoreBuilder)
+        is_global = name in self.topology.global_stores
+        if builder is None and not is_global:
+            known = sorted([*self.topology.store_builders, *self.topology.global_stores])
+            raise InvalidStateStoreError(f"no state store named {name!r} in this topology (stores: {known})")
 
         def stores() -> list[Any]:
             if self._state not in (State.RUNNING, State.REBALANCING):
                 return []
-            found = [
+            if is_global:
+                return [self._global_stores.stores[name]] if self._global_stores else []
+            return [
                 t.stores[name].store
                 for th in list(self._threads)
                 for t in list(th.tasks.values())
                 if name in t.stores
             ]
-            return [PlainValueView(s) for s in found] if timestamped else found
 
+        if isinstance(builder, WindowStoreBuilder):
+            return CompositeWindowStore(name, stores)
+        if is_global or isinstance(builder, TimestampedKeyValueStoreBuilder):
+            return CompositeReadOnlyKeyValueStore(name, lambda: [PlainValueView(s) for s in stores()])
         return CompositeReadOnlyKeyValueStore(name, stores)
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:

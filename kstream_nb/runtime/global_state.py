@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kstream_nb.cluster.base import Cluster
@@ -53,7 +54,7 @@ class GlobalStores:
         context = _GlobalContext(config)
         for name, spec in self.specs.items():
             store = spec.builder.build(config.default_key_serde, config.default_value_serde)
-            store.init(context)  # type: ignore[arg-type]
+            store.init(context)
             self.stores[name] = store
             self._by_topic[spec.topic] = (spec, store)
 
@@ -87,8 +88,10 @@ class GlobalStores:
 class GlobalStreamThread(threading.Thread):
     """Bootstraps the global stores to the end of their topics, then keeps applying new records."""
 
-    def __init__(self, stores: GlobalStores, cluster: Cluster, config: StreamsConfig) -> None:
+    def __init__(self, stores: GlobalStores, cluster: Cluster, config: StreamsConfig,
+                 on_error: Callable[[BaseException], None]) -> None:  # fmt: skip
         super().__init__(name=f"{config.application_id}-GlobalStreamThread", daemon=True)
+        self._on_error = on_error
         self.stores = stores
         self.config = config
         self.admin = cluster.admin()
@@ -132,6 +135,7 @@ class GlobalStreamThread(threading.Thread):
         except BaseException as e:
             self.error = e
             log.error("global stream thread failed: %s", e)
-            self.bootstrapped.set()
         finally:
             self.consumer.close()
+        if self.error is not None:
+            self._on_error(self.error)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.base import Admin, Cluster
@@ -88,8 +88,12 @@ class StreamThread(threading.Thread):
         assignor: StreamsPartitionAssignor,
         on_state: Callable[[StreamThread], None],
         on_error: Callable[[StreamThread, BaseException], None],
+        global_stores: Mapping[str, Any] | None = None,
+        global_ready: threading.Event | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
+        self.global_stores = global_stores or {}
+        self._global_ready = global_ready
         self.process_id = process_id
         self.topology = topology
         self.config = config
@@ -167,6 +171,7 @@ class StreamThread(threading.Thread):
                 self.collector,
                 wall_clock_ms,
                 [TopicPartition(*tp) for tp in tps],
+                self.global_stores,
             )
             try:
                 self.restored_records += restore_task(
@@ -209,6 +214,9 @@ class StreamThread(threading.Thread):
     def run(self) -> None:
         try:
             self._set_state("STARTING")
+            while self._global_ready is not None and not self._global_ready.wait(0.05):
+                if self._shutdown.is_set():
+                    return
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
             self._set_state("PENDING_SHUTDOWN")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -71,8 +71,10 @@ class StreamTask:
         collector: RecordCollector,
         wall_clock: Callable[[], int],
         partitions: list[TopicPartition] | None = None,
+        global_stores: Mapping[str, StateStore] | None = None,
     ) -> None:
         self.task_id = task_id
+        self._global_stores = global_stores or {}
         self.subtopology = subtopology
         self.partition = partition
         self.application_id = config.application_id
@@ -129,7 +131,8 @@ class StreamTask:
         self.stores[store.name] = RegisteredStore(store, restore, changelog)
 
     def get_store(self, name: str) -> StateStore:
-        return self.stores[name].store
+        registered = self.stores.get(name)
+        return registered.store if registered is not None else self._global_stores[name]
 
     def resolve_topic(self, name: str) -> str:
         return f"{self.application_id}-{name}" if self._topology.is_internal(name) else name

@@ -18,6 +18,7 @@ from kstream_nb.cluster.serdes import Serde, serde_from
 from kstream_nb.durations import to_millis
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
 from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.global_state import GlobalStores
 from kstream_nb.runtime.task import StreamTask
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
@@ -86,8 +87,12 @@ class TopologyTestDriver:
         collector = _Collector(self)
         self.tasks: list[StreamTask] = []
         self._by_topic: dict[str, StreamTask] = {}
+        self.global_stores = GlobalStores(topology, self.config)
         for sub in topology.subtopologies():
-            task = StreamTask(f"{sub.id}_0", sub, 0, topology, self.config, collector, lambda: self._wall_clock)
+            task = StreamTask(
+                f"{sub.id}_0", sub, 0, topology, self.config, collector, lambda: self._wall_clock,
+                global_stores=self.global_stores.stores,
+            )  # fmt: skip
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
@@ -105,10 +110,9 @@ class TopologyTestDriver:
         auto_advance: Any = 0,
     ) -> TestInputTopic:
         """An input topic; timestamps default to ``start_timestamp`` (else the wall clock) + auto advance."""
-        if name not in self._by_topic:
-            raise UnknownTopicError(
-                name, f"topic {name!r} is not read by the topology (reads: {sorted(self._by_topic)})"
-            )
+        if name not in self._by_topic and name not in self.global_stores.topics:
+            reads = sorted([*self._by_topic, *self.global_stores.topics])
+            raise UnknownTopicError(name, f"topic {name!r} is not read by the topology (reads: {reads})")
         return TestInputTopic(
             self,
             name,
@@ -136,6 +140,10 @@ class TopologyTestDriver:
         self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers = ()
     ) -> None:
         """Processes one serialized record completely, then punctuates by stream time and commits."""
+        if topic in self.global_stores.topics:
+            record = self._consumer_record(topic, key, value, timestamp, headers)
+            self.global_stores.apply(FetchedBatch(topic, 0, record.offset, [record]))
+            return
         self._pending.append((topic, self._consumer_record(topic, key, value, timestamp, headers)))
         self._drain()
 
@@ -183,6 +191,8 @@ class TopologyTestDriver:
         for task in self.tasks:
             if name in task.stores:
                 return task.stores[name].store
+        if name in self.global_stores.stores:
+            return self.global_stores.stores[name]
         raise InvalidStateStoreError(
             f"no state store named {name!r} (stores: {sorted(self.topology.store_builders)})"
         )
@@ -190,7 +200,9 @@ class TopologyTestDriver:
     def get_key_value_store(self, name: str) -> Any:
         """The store with plain values (KTable/aggregation stores drop their timestamps here)."""
         store = self.get_state_store(name)
-        if isinstance(self.topology.store_builders.get(name), TimestampedKeyValueStoreBuilder):
+        if name in self.global_stores.stores or isinstance(
+            self.topology.store_builders.get(name), TimestampedKeyValueStoreBuilder
+        ):
             return PlainValueView(store)
         return store
 
@@ -211,6 +223,7 @@ class TopologyTestDriver:
     def close(self) -> None:
         for task in self.tasks:
             task.close()
+        self.global_stores.close()
 
     def __enter__(self) -> TopologyTestDriver:
         return self

@@ -63,9 +63,11 @@ class JoinBuffer(StateStore):
         out: list[tuple[int, bool, Any, Any]] = []
         for entry in sorted(self._pending, key=lambda e: (e[0], e[1], json_order(e[2]))):
             ts, left_side, _ = entry
+            if ts + min(after_ms, before_ms) + grace_ms >= self.stream_time:
+                break  # open for either side, and so is every later entry
             lookback = after_ms if left_side else before_ms
             if ts + lookback + grace_ms >= self.stream_time:
-                break
+                continue  # still open; Kafka keeps scanning (a later record of the other side may be closed)
             out.extend((ts, left_side, key, value) for key, value in self._pending.pop(entry))
         return out
 

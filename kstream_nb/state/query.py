@@ -6,8 +6,11 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
+
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.state.store import KeyValue, ReadOnlyKeyValueStore, StateStore, sort_entries
+from kstream_nb.state.timestamped import ValueAndTimestamp
 
 
 class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
@@ -18,7 +21,7 @@ class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
     for on every call, so the view follows rebalances.
     """
 
-    def __init__(self, name: str, stores_provider: Callable[[], list[ReadOnlyKeyValueStore]]) -> None:
+    def __init__(self, name: str, stores_provider: Callable[[], list[Any]]) -> None:
         self.name = name
         self._provider = stores_provider
 
@@ -73,3 +76,57 @@ class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
         head = frame.head(20).to_html(index=False)
         more = f"<p>{len(frame)} entries, showing 20</p>" if len(frame) > 20 else ""
         return f"<p>store <code>{html.escape(self.name)}</code></p>{head}{more}"
+
+
+class CompositeWindowStore:
+    """``app.store(name)`` for window and session stores: windows of every local task, plain values."""
+
+    def __init__(self, name: str, stores_provider: Callable[[], list[Any]]) -> None:
+        self.name = name
+        self._provider = stores_provider
+
+    def _stores(self) -> list[Any]:
+        stores = self._provider()
+        if not stores:
+            raise InvalidStateStoreError(
+                f"state store {self.name!r} has no local instance: the application is not running "
+                "(call start() first) or its tasks are being (re)assigned; retry shortly"
+            )
+        return stores
+
+    def all(self) -> list[tuple[Any, int, int, Any]]:
+        """(key, window start, window end, value) for every window, by key then start."""
+        rows: list[tuple[Any, int, int, Any]] = []
+        for store in self._stores():
+            if hasattr(store, "window_size_ms"):
+                size = store.window_size_ms
+                rows.extend((k, s, s + size, _plain(v)) for k, s, v in store.all())
+            else:
+                rows.extend((k, s, e, _plain(v)) for k, s, e, v in store.all())
+        entries = sort_entries([KeyValue(r[0], r[1:]) for r in rows])
+        return [(e.key, *e.value) for e in entries]
+
+    def fetch(self, key: Any, time_from: int = 0, time_to: int | None = None) -> list[tuple[int, int, Any]]:
+        """(start, end, value) of ``key``'s windows whose start lies in [time_from, time_to]."""
+        return [
+            (s, e, v)
+            for k, s, e, v in self.all()
+            if k == key and s >= time_from and (time_to is None or s <= time_to)
+        ]
+
+    def to_pandas(self) -> pd.DataFrame:
+        return pd.DataFrame(self.all(), columns=["key", "start", "end", "value"])
+
+    def approximate_num_entries(self) -> int:
+        return sum(int(s.approximate_num_entries()) for s in self._stores())
+
+    def __repr__(self) -> str:
+        try:
+            n = self.approximate_num_entries()
+        except InvalidStateStoreError:
+            return f"<window store {self.name!r}: not available>"
+        return f"<window store {self.name!r}: {n} windows>"
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, ValueAndTimestamp) else value

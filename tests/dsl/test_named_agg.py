@@ -32,7 +32,9 @@ def test_named_aggregations_equal_pandas_groupby():
         total=("amount", "sum"), n=("amount", "count"), avg=("amount", "mean"),
         lo=("amount", "min"), hi=("amount", "max"), first=("amount", "first"), last=("amount", "last"),
     )  # fmt: skip
-    expected = pd.DataFrame(ROWS).groupby("user")["amount"].agg(["sum", "count", "mean", "min", "max", "first", "last"])
+    expected = (
+        pd.DataFrame(ROWS).groupby("user")["amount"].agg(["sum", "count", "mean", "min", "max", "first", "last"])
+    )
     for user, row in expected.iterrows():
         got = store[user]
         assert got["total"] == pytest.approx(row["sum"])

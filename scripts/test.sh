@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The full check, as CI runs it: lint, format, types, every test. Stops at the first failing step.
+#     bash scripts/test.sh [extra pytest arguments]
+# Creates/updates .venv (Python >= 3.10) and installs kstream_nb with the dev extra.
+
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+
+echo "==> installing kstream_nb[dev] into .venv"
+pip_install -e ".[dev]"
+
+BIN="$VENV/bin"
+echo "==> ruff check"
+"$BIN/ruff" check .
+echo "==> ruff format --check"
+"$BIN/ruff" format --check .
+echo "==> mypy"
+"$BIN/mypy"
+echo "==> pytest"
+"$BIN/python" -m pytest tests "$@"
+echo "==> all checks passed"
