@@ -8,15 +8,12 @@ import kstream_nb as ks
 def topology() -> ks.Topology:
     b = ks.StreamsBuilder()
     items = b.global_table("items", store="items")
-    (
-        b.stream("orders")
-        .left_join(
-            items,
-            lambda order, item: {**order, "price": item and item["price"]},
-            key_selector=lambda user, order: order["item"],
-        )  # fmt: skip
-        .to("priced")
+    priced = b.stream("orders").left_join(
+        items,
+        lambda order, item: {**order, "price": item and item["price"]},
+        key_selector=lambda user, order: order["item"],
     )
+    priced.to("priced")
     return b.build()
 
 
