@@ -92,7 +92,8 @@ class JsonSerde(Serde):
         if data is None:
             return None
         try:
-            return orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)
+            # orjson's bytes keep a ~4 KiB buffer each; a compact copy keeps logs and stores small
+            return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise _ser_error(self, topic, data, exc) from exc
 

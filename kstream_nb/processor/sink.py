@@ -33,7 +33,8 @@ class SinkProcessor(Processor):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.partitioner = partitioner
-        self._key_bytes: dict[Any, bytes | None] = {}
+        self._partition_of: dict[Any, int] = {}
+        self._sticky = -1
 
     def init(self, context: Any) -> None:
         super().init(context)
@@ -55,25 +56,32 @@ class SinkProcessor(Processor):
         self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
 
     def process_batch(self, batch: RecordBatch) -> None:
+        """Writes the batch column-wise, split by target partition (null keys: one partition per batch)."""
         if (
             self.partitioner is not None
             or batch.key_serde != self.key_serde
             or batch.value_serde != self.value_serde
-            or any(k is None for k in batch.keys)
         ):
             return self.context.process_records_of(batch)
         topic = self.topic
         count = self._task.partition_count(topic)
-        cache = self._key_bytes
+        cache = self._partition_of
         if len(cache) > _KEY_CACHE_LIMIT:
             cache.clear()
+        self._sticky = sticky = (self._sticky + 1) % count
         serialize = self.key_serde.serialize
         parts = np.empty(len(batch), dtype=np.int64)
         for i, key in enumerate(batch.keys):
-            kb = cache.get(key)
-            if kb is None:
-                kb = cache[key] = serialize(topic, key)
-            parts[i] = default_partition(kb, count)  # type: ignore[arg-type]
+            if key is None:
+                parts[i] = sticky
+                continue
+            try:
+                p = cache.get(key)
+                if p is None:
+                    p = cache[key] = default_partition(serialize(topic, key), count)  # type: ignore[arg-type]
+            except TypeError:  # unhashable key (a dict): no caching
+                p = default_partition(serialize(topic, key), count)  # type: ignore[arg-type]
+            parts[i] = p
         targets = np.unique(parts)
         for p in targets:
             rows = batch if len(targets) == 1 else batch.take(parts == p)

@@ -50,7 +50,7 @@ def _hopping_count(grace: int) -> tuple[ks.TopologyTestDriver, list[ks.Record]]:
         .windowed_by(TimeWindows.of(10).advance_by(5).grace(grace))
         .count(store="c")
         .to_stream()
-        .foreach(lambda k, v: out.append((k, v)))  # type: ignore[arg-type,func-returns-value]
+        .foreach(lambda k, v: out.append((k, v)))  # type: ignore[arg-type]
     )
     return ks.TopologyTestDriver(b.build()), out
 
