@@ -131,6 +131,13 @@ class Producer(ABC):
     ) -> RecordMetadata | None:
         """Returns the metadata when known synchronously (embedded cluster), else None."""
 
+    def send_batch(
+        self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
+    ) -> None:
+        """Writes (key, value, timestamp, headers, partition) records in order; clusters may do it at once."""
+        for key, value, timestamp, headers, partition in records:
+            self.send(topic, key, value, timestamp, headers, partition)
+
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         """Writes decoded records to one partition; clusters that store bytes serialize them."""
         for i, value in enumerate(batch.values.to_dict("records")):

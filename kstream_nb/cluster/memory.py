@@ -311,6 +311,27 @@ class MemoryProducer(Producer):
             self.cluster.notify()
         return RecordMetadata(topic, p, offset, ts)
 
+    def send_batch(
+        self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
+    ) -> None:
+        if self._closed:
+            raise IllegalStateError("cannot send: the producer is closed")
+        log = self.cluster.topic_for_produce(topic)
+        parts = log.partitions
+        count = len(parts)
+        by_partition: dict[int, list[tuple[bytes | None, bytes | None, int | None, Headers]]] = {}
+        for key, value, timestamp, headers, partition in records:
+            key = _as_bytes(topic, "key", key)
+            value = _as_bytes(topic, "value", value)
+            p = self._partition_for(topic, key, partition, count)
+            by_partition.setdefault(p, []).append(
+                (key, value, None if timestamp is None else int(timestamp), normalize_headers(headers))
+            )
+        for p, items in by_partition.items():
+            parts[p].append_many(items)
+        if self.cluster.waiters:
+            self.cluster.notify()
+
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         if self._closed:
             raise IllegalStateError("cannot send: the producer is closed")

@@ -188,6 +188,28 @@ class PartitionLog:
                 self._after_roll(now)
             return offset, timestamp
 
+    def append_many(self, records: list[tuple[bytes | None, bytes | None, int | None, Headers]]) -> None:
+        """Appends several records under one lock (the producer's batch path)."""
+        if self.config.compact and any(r[0] is None for r in records):
+            raise StreamsError(f"compacted topic {self.topic!r} cannot accept a record with a null key")
+        with self.lock:
+            now = now_ms()
+            log_append = self.config.timestamp_type == LOG_APPEND_TIME
+            for key, value, timestamp, headers in records:
+                if timestamp is None or log_append:
+                    timestamp = now
+                seg = self._active_raw(now)
+                seg.keys.append(key)
+                seg.values.append(value)
+                seg.timestamps.append(timestamp)
+                seg.headers.append(headers)
+                if timestamp > seg.max_timestamp:
+                    seg.max_timestamp = timestamp
+                seg.last_append_ms = now
+                self._end += 1
+                if len(seg) >= self.segment_records:
+                    self._after_roll(now)
+
     def append_columnar(self, batch: ColumnarBatch) -> int:
         """Appends a whole ColumnarBatch as one segment; returns its base offset."""
         if not len(batch):
@@ -356,13 +378,9 @@ class _RawSlice:
         )
 
     def build(self, topic: str, partition: int, ts_type: int) -> FetchedBatch:
-        records = [
-            ConsumerRecord(topic, partition, off, ts, k, v, h, ts_type)
-            for off, k, v, ts, h in zip(
-                self.offsets, self.keys, self.values, self.timestamps, self.headers, strict=True
-            )
-        ]
-        return FetchedBatch(topic, partition, records[0].offset, records, None, self.next_offset, ts_type)
+        offsets = list(self.offsets)
+        raw = (offsets, self.keys, self.values, self.timestamps, self.headers)
+        return FetchedBatch(topic, partition, offsets[0], None, None, self.next_offset, ts_type, raw=raw)
 
 
 def _slice_batch(batch: ColumnarBatch, lo: int, hi: int) -> ColumnarBatch:

@@ -44,4 +44,9 @@ def to_positive(n: int) -> int:
 
 def default_partition(key_bytes: bytes, num_partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a non-null key."""
-    return to_positive(murmur2(bytes(key_bytes))) % num_partitions
+    return _partition(key_bytes if type(key_bytes) is bytes else bytes(key_bytes), num_partitions)
+
+
+@lru_cache(maxsize=1 << 16)
+def _partition(key_bytes: bytes, num_partitions: int) -> int:
+    return to_positive(murmur2(key_bytes)) % num_partitions

@@ -73,6 +73,10 @@ class ProducerRecord:
     headers: Any = None
 
 
+#: Raw records of a fetch as parallel lists: offsets, keys, values, timestamps, headers.
+RawColumns = tuple[list[int], list["bytes | None"], list["bytes | None"], list[int], list[Headers]]
+
+
 class FetchedBatch:
     """Consecutive records of one partition returned by a poll.
 
@@ -89,6 +93,7 @@ class FetchedBatch:
         "base_offset",
         "columnar",
         "partition",
+        "raw",
         "topic",
     )
 
@@ -101,23 +106,42 @@ class FetchedBatch:
         columnar: ColumnarBatch | None = None,
         next_offset: int | None = None,
         timestamp_type: int = CREATE_TIME,
+        raw: RawColumns | None = None,
     ) -> None:
-        if records is None and columnar is None:
-            raise ValueError("FetchedBatch needs records or a columnar batch")
+        if records is None and columnar is None and raw is None:
+            raise ValueError("FetchedBatch needs records, raw columns or a columnar batch")
+        self.raw = raw
         self.topic = topic
         self.partition = partition
         self.base_offset = base_offset
         self.columnar = columnar
         self._records = records
-        self._count = len(records) if records is not None else len(columnar)  # type: ignore[arg-type]
+        if records is not None:
+            self._count = len(records)
+        elif raw is not None:
+            self._count = len(raw[0])
+        else:
+            self._count = len(columnar)  # type: ignore[arg-type]
         if next_offset is None:
-            next_offset = records[-1].offset + 1 if records else base_offset + self._count
+            if records:
+                next_offset = records[-1].offset + 1
+            elif raw is not None and raw[0]:
+                next_offset = raw[0][-1] + 1
+            else:
+                next_offset = base_offset + self._count
         self._next_offset = next_offset
         self._timestamp_type = timestamp_type
 
     @property
     def records(self) -> list[ConsumerRecord]:
         """The records as ConsumerRecords; serializes a columnar batch on first access."""
+        if self._records is None and self.raw is not None:
+            offsets, keys, values, timestamps, headers = self.raw
+            t, p, ts_type = self.topic, self.partition, self._timestamp_type
+            self._records = [
+                ConsumerRecord(t, p, off, ts, k, v, h, ts_type)
+                for off, k, v, ts, h in zip(offsets, keys, values, timestamps, headers)
+            ]
         if self._records is None:
             assert self.columnar is not None
             self._records = columnar_to_records(

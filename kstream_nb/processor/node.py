@@ -152,17 +152,38 @@ class NodeContext(ProcessorContext):
                 )
             children = [child]
         task = self._task
-        saved = task.current_timestamp, task.current_headers
+        saved_ts, saved_headers = task.current_timestamp, task.current_headers
+        task.current_timestamp = record.timestamp
+        task.current_headers = record.headers
         for child in children:
-            task.current_timestamp = record.timestamp
-            task.current_headers = record.headers
             try:
                 child.processor.process(record)
             except ProcessingError:
                 raise
             except Exception as e:
                 raise self._error(child, e) from e
-        task.current_timestamp, task.current_headers = saved
+        task.current_timestamp, task.current_headers = saved_ts, saved_headers
+
+    def forwarder(self) -> Callable[[Record], None]:
+        """``forward`` for processors that keep the record's timestamp and headers (stateless built-ins).
+
+        With one child it calls the child directly (no context switch); errors still name the child.
+        """
+        if len(self._children) != 1:
+            return self.forward
+        child = self._children[0]
+        process = child.processor.process
+        error = self._error
+
+        def forward_one(record: Record) -> None:
+            try:
+                process(record)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise error(child, e) from e
+
+        return forward_one
 
     def forward_batch(self, batch: RecordBatch) -> None:
         """Sends a batch to every child: column-wise where the child can, else record by record."""

@@ -11,13 +11,13 @@ from kstream_nb.processor.node import NodeContext
 
 
 class _Forwarding(Processor):
-    """Base of built-ins: keeps a direct reference to the context's ``forward``."""
+    """Base of stateless built-ins: they keep timestamps and headers, so they forward straight to the child."""
 
     context: NodeContext
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.forward = context.forward
+        self.forward = context.forwarder()
         self.forward_batch = context.forward_batch
 
 
@@ -125,6 +125,10 @@ class KStreamBranch(_Forwarding):
     ) -> None:
         self.branches = list(zip(predicates, children))
         self.default_child = default_child
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.forward = context.forward  # routes by child name
 
     def process(self, record: Record) -> None:
         for predicate, child in self.branches:

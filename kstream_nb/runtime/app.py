@@ -426,7 +426,7 @@ class KafkaStreams:
         for thread in list(self._threads):
             for task in list(thread.tasks.values()):
                 for tp in list(task.queues):
-                    positions[tp] = task.consumed.get(tp, -1)
+                    positions[tp] = task.published.get(tp, -1)
         if not positions:
             return {}
         ends = self.admin.end_offsets(positions)

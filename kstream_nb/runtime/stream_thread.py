@@ -32,12 +32,16 @@ def wall_clock_ms() -> int:
 
 
 class ProducerCollector:
-    """Sends a thread's output through its producer; caches partition counts of output topics."""
+    """Sends a thread's output through its producer, a loop iteration's records at a time (``flush``).
+
+    Caches the partition counts of output topics.
+    """
 
     def __init__(self, producer: Producer, admin: Admin) -> None:
         self.producer = producer
         self.admin = admin
         self._counts: dict[str, int] = {}
+        self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
         self.sent = 0
 
     def send(
@@ -49,10 +53,20 @@ class ProducerCollector:
         headers: Headers,
         partition: int | None,
     ) -> None:
-        self.producer.send(topic, key, value, timestamp, headers, partition)
-        self.sent += 1
+        pending = self._pending.get(topic)
+        if pending is None:
+            pending = self._pending[topic] = []
+        pending.append((key, value, timestamp, headers, partition))
+
+    def flush(self) -> None:
+        """Hands the buffered records to the producer (in order, per topic)."""
+        pending, self._pending = self._pending, {}
+        for topic, records in pending.items():
+            self.producer.send_batch(topic, records)
+            self.sent += len(records)
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
+        self.flush()
         if self.admin.partition_count(topic) is None:
             self.admin.create_topics([_spec(topic)], exist_ok=True)
         self.producer.send_columnar(topic, batch, partition)
@@ -246,9 +260,16 @@ class StreamThread(threading.Thread):
             for task in list(self.tasks.values()):
                 task.process(budget)
                 task.punctuate()
+            self._publish()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()
+
+    def _publish(self) -> None:
+        """Sends the iteration's output, then makes the consumed positions visible (lag, idleness)."""
+        self.collector.flush()
+        for task in self.tasks.values():
+            task.published = dict(task.consumed)
 
     def _sample_rate(self) -> None:
         now = time.monotonic()
@@ -269,6 +290,7 @@ class StreamThread(threading.Thread):
             task_offsets = task.offsets_to_commit()
             offsets.update(task_offsets)
             per_task.append((task, task_offsets))
+        self._publish()
         self.producer.flush()
         if offsets:
             self.consumer.commit(offsets)
@@ -280,6 +302,8 @@ class StreamThread(threading.Thread):
     def _close(self) -> None:
         try:
             self._close_tasks()
+            # what was processed before a failure is still delivered (at-least-once; offsets not committed)
+            self.collector.flush()
         finally:
             for closer in (self.consumer.close, self.restore_consumer.close, self.producer.close):
                 try:

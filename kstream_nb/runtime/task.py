@@ -94,6 +94,8 @@ class StreamTask:
         self.skipped_deserialization = 0
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
+        #: positions whose outputs have reached the cluster (what lag is measured against)
+        self.published: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._stream_punctuations = PunctuationQueue()
         self._wall_punctuations = PunctuationQueue()
@@ -221,25 +223,29 @@ class StreamTask:
         value_de = source.value_serde.deserialize
         extractor = source.timestamp_extractor
         record_time = extractor is None or extractor.uses_record_timestamp
-        topic = fetched.topic
+        topic, partition = fetched.topic, fetched.partition
         append = queue.append
-        for cr in fetched.records:
+        if fetched.raw is not None:
+            rows: Any = zip(*fetched.raw)
+        else:
+            rows = ((r.offset, r.key, r.value, r.timestamp, r.headers) for r in fetched.records)
+        for offset, key, value, timestamp, headers in rows:
             try:
-                record = Record(key_de(topic, cr.key), value_de(topic, cr.value), cr.timestamp, cr.headers)
+                record = Record(key_de(topic, key), value_de(topic, value), timestamp, headers)
             except Exception as e:
-                self._deserialization_failed(cr.topic, cr.partition, cr.offset, e)
+                self._deserialization_failed(topic, partition, offset, e)
                 continue
             if not record_time:
-                record.timestamp = self._extract(extractor, record, cr.topic, cr.partition, cr.offset)
-            elif record.timestamp < 0:
+                record.timestamp = self._extract(extractor, record, topic, partition, offset)
+            elif timestamp < 0:
                 raise ProcessingError(
-                    f"invalid (negative) timestamp {record.timestamp}",
+                    f"invalid (negative) timestamp {timestamp}",
                     task_id=self.task_id,
-                    topic=cr.topic,
-                    partition=cr.partition,
-                    offset=cr.offset,
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
                 )
-            append((record, cr.offset))
+            append((record, offset))
 
     def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
         col = fetched.columnar
@@ -426,6 +432,7 @@ class StreamTask:
         """The committed positions the task starts from (nothing to commit for them)."""
         for tp, offset in offsets.items():
             self.consumed.setdefault(tp, offset)
+            self.published.setdefault(tp, offset)
             self._committed.setdefault(tp, offset)
 
     def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
