@@ -18,7 +18,6 @@ from kstream_nb.cluster.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     ColumnarBatch,
-    ConsumerRecord,
     FetchedBatch,
     Headers,
     columnar_to_records,
