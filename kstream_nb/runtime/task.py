@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
+from kstream_nb.cluster.serdes import JsonSerde
 from kstream_nb.errors import DeserializationError, ProcessingError
 from kstream_nb.processor.api import PunctuationType, Record
 from kstream_nb.processor.batch import RecordBatch
@@ -219,8 +221,8 @@ class StreamTask:
             if batch is not None:
                 queue.append(batch)
                 return
-        key_de = source.key_serde.deserialize
-        value_de = source.value_serde.deserialize
+        key_de = _decoder(source.key_serde, fetched.topic)
+        value_de = _decoder(source.value_serde, fetched.topic)
         extractor = source.timestamp_extractor
         record_time = extractor is None or extractor.uses_record_timestamp
         topic, partition = fetched.topic, fetched.partition
@@ -231,7 +233,12 @@ class StreamTask:
             rows = ((r.offset, r.key, r.value, r.timestamp, r.headers) for r in fetched.records)
         for offset, key, value, timestamp, headers in rows:
             try:
-                record = Record(key_de(topic, key), value_de(topic, value), timestamp, headers)
+                record = Record(
+                    None if key is None else key_de(key),
+                    None if value is None else value_de(value),
+                    timestamp,
+                    headers,
+                )
             except Exception as e:
                 self._deserialization_failed(topic, partition, offset, e)
                 continue
@@ -342,7 +349,8 @@ class StreamTask:
 
     def _drain(self, tp: TopicPartition, queue: deque[Any], source: SourceNode, budget: int) -> int:
         done = 0
-        process = source.processor.process
+        # a source only passes records on: hand them straight to its forwarder
+        process = getattr(source.processor, "forward", source.processor.process)
         stream_time = self.stream_time
         try:
             while queue and done < budget:
@@ -441,3 +449,10 @@ class StreamTask:
 
     def __repr__(self) -> str:
         return f"StreamTask({self.task_id}, partitions={sorted(map(str, self.queues))})"
+
+
+def _decoder(serde: Any, topic: str) -> Callable[[bytes], Any]:
+    """The serde's decoding function for non-null data (orjson directly for JSON: the hot path)."""
+    if type(serde) is JsonSerde:
+        return orjson.loads
+    return lambda data: serde.deserialize(topic, data)
