@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -261,11 +260,6 @@ class NodeContext(ProcessorContext):
     def record_dropped(self, reason: str) -> None:
         """Counts a record this node skipped (null key, late, ...) in the dropped-records metric."""
         self._task.record_dropped(self._node.name, reason)
-
-
-def system_time_ms() -> int:
-    """Wall-clock milliseconds."""
-    return int(time.time() * 1000)
 
 
 class SourceNode(ProcessorNode):
