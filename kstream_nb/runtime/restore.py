@@ -41,7 +41,7 @@ def restore_task(
             raise StreamsError(f"task {task.task_id}: restoring {sorted(map(str, todo))} timed out")
         for batch in consumer.poll(0.1):
             tp = TopicPartition(batch.topic, batch.partition)
-            records = [(r.key, r.value) for r in batch.records if r.offset < ends[tp]]
+            records = [(r.key, r.value, r.timestamp) for r in batch.records if r.offset < ends[tp]]
             changelogs[tp].restore(records)
             restored += len(records)
             if progress is not None:

@@ -14,6 +14,7 @@ from kstream_nb.state.store import (
     RestoreCallback,
     StateStore,
     StateStoreContext,
+    ValueAndTimestamp,
     WrappedKeyValueStore,
 )
 
@@ -58,10 +59,14 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
     so restoring does not log the records again.
     """
 
-    def __init__(self, inner: KeyValueStore, key_serde: Serde, value_serde: Serde) -> None:
+    def __init__(
+        self, inner: KeyValueStore, key_serde: Serde, value_serde: Serde, timestamped: bool = False
+    ) -> None:
         super().__init__(inner)
         self.key_serde = key_serde
         self.value_serde = value_serde
+        #: values are ValueAndTimestamp: the changelog holds the plain value, the timestamp on the record
+        self.timestamped = timestamped
         self._context: StateStoreContext | None = None
         self._topic = ""
 
@@ -76,24 +81,33 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
         registration = _ChangelogRegistration(context, self.restore, self._topic)
         self.inner.init(registration, root if root is not None else self)
 
-    def restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
-        """Applies changelog records (tombstones delete) to the inner store without logging them."""
+    def restore(self, batch: list[tuple[Any, ...]]) -> None:
+        """Applies changelog records ``(key, value[, timestamp])`` (tombstones delete) without logging them."""
         topic = self._topic
         key_de = self.key_serde.deserialize
         value_de = self.value_serde.deserialize
-        self.inner.put_all((key_de(topic, k), None if v is None else value_de(topic, v)) for k, v in batch)
+        if self.timestamped:
+            self.inner.put_all(
+                (key_de(topic, k), None if v is None else ValueAndTimestamp(value_de(topic, v), rest[0]))
+                for k, v, *rest in batch
+            )
+        else:
+            self.inner.put_all((key_de(topic, k), None if v is None else value_de(topic, v)) for k, v, *_ in batch)
 
     def _log(self, key: Any, value: Any) -> None:
         context = self._context
         if context is None:
             raise IllegalStateError(f"store {self.name!r} is not initialized: call init(context) first")
         topic = self._topic
+        timestamp = context.timestamp
+        if self.timestamped and value is not None:
+            value, timestamp = value.value, value.timestamp
         context.log_change(
             topic,
             context.partition,
             self.key_serde.serialize(topic, key),
             None if value is None else self.value_serde.serialize(topic, value),
-            context.timestamp,
+            timestamp,
         )
 
     def put(self, key: Any, value: Any) -> None:

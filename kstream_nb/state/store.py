@@ -17,8 +17,16 @@ import orjson
 if TYPE_CHECKING:
     import pandas as pd
 
-RestoreCallback = Callable[[list[tuple["bytes | None", "bytes | None"]]], None]
+#: Applies a batch of changelog records ``(key bytes, value bytes, record timestamp)`` to a store.
+RestoreCallback = Callable[[list[tuple[Any, ...]]], None]
 KeyOrder = Callable[[Any], Any]
+
+
+class ValueAndTimestamp(NamedTuple):
+    """What timestamped stores (KTables, aggregations) hold: a value and the timestamp that produced it."""
+
+    value: Any
+    timestamp: int
 
 
 class KeyValue(NamedTuple):

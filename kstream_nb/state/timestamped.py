@@ -2,66 +2,38 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
-from kstream_nb.errors import SerializationError
+from kstream_nb.cluster.serdes import SerdeSpec, serde_from
 from kstream_nb.state.builders import KeyValueStoreBuilder
-from kstream_nb.state.store import KeyValueStore
+from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
+from kstream_nb.state.store import KeyValueStore, ValueAndTimestamp
 
-_TS = struct.Struct(">q")
-
-
-class ValueAndTimestamp(NamedTuple):
-    """A stored value and the timestamp of the record that last produced it."""
-
-    value: Any
-    timestamp: int
-
-
-class ValueAndTimestampSerde(Serde):
-    """8-byte big-endian timestamp then the value's bytes, as Kafka's timestamped stores write changelogs."""
-
-    def __init__(self, inner: Serde) -> None:
-        self.inner = inner
-
-    def serialize(self, topic: str, data: Any) -> bytes | None:
-        if data is None:
-            return None
-        return _TS.pack(data.timestamp) + (self.inner.serialize(topic, data.value) or b"")
-
-    def deserialize(self, topic: str, data: bytes | None) -> Any:
-        if data is None:
-            return None
-        if len(data) < 8:
-            raise SerializationError(f"corrupt timestamped value in topic {topic!r}: {data!r}")
-        return ValueAndTimestamp(self.inner.deserialize(topic, data[8:]), _TS.unpack_from(data)[0])
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ValueAndTimestampSerde) and other.inner == self.inner
-
-    def __hash__(self) -> int:
-        return hash(("value-and-timestamp", self.inner))
+__all__ = ["PlainValueView", "TimestampedKeyValueStoreBuilder", "ValueAndTimestamp"]
 
 
 class TimestampedKeyValueStoreBuilder(KeyValueStoreBuilder):
-    """A key-value store builder whose values are ``ValueAndTimestamp`` (changelog serde wrapped)."""
+    """A key-value store builder whose values are ``ValueAndTimestamp``.
+
+    As in Kafka, the changelog carries the plain value with the timestamp on the changelog record.
+    """
 
     timestamped = True
 
     def build(
         self, default_key_serde: SerdeSpec | None = None, default_value_serde: SerdeSpec | None = None
     ) -> KeyValueStore:
-        spec = self.value_serde if self.value_serde is not None else default_value_serde
-        inner = serde_from(spec if spec is not None else "json")
-        saved = self.value_serde
-        self.value_serde = ValueAndTimestampSerde(inner)
-        try:
-            return super().build(default_key_serde, default_value_serde)
-        finally:
-            self.value_serde = saved
+        store = self.supplier.get()
+        if self.logging_enabled:
+            key_serde = serde_from(_first(self.key_serde, default_key_serde, "json"))
+            value_serde = serde_from(_first(self.value_serde, default_value_serde, "json"))
+            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=True)
+        return MeteredKeyValueStore(store, self.supplier.metrics_scope)
+
+
+def _first(*specs: SerdeSpec | None) -> SerdeSpec:
+    return next(spec for spec in specs if spec is not None)
 
 
 class PlainValueView:

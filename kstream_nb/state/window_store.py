@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.state.store import StateStore, StateStoreContext, sort_keys
+from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
 _SEQ = struct.Struct(">i")
@@ -45,7 +45,7 @@ class _Store(StateStore):
         self._open = True
         context.register(root or self, self._restore_unsupported, None)
 
-    def _restore_unsupported(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
+    def _restore_unsupported(self, batch: list[tuple[Any, ...]]) -> None:
         raise RuntimeError(f"store {self._name!r} has no changelog to restore from")
 
     def flush(self) -> None:
@@ -149,10 +149,14 @@ class InMemoryWindowStore(_Store):
 class ChangeLoggingWindowStore:
     """Logs each window put to the changelog: key = key bytes + 8-byte window start (+ 4-byte sequence)."""
 
-    def __init__(self, inner: InMemoryWindowStore, key_serde: Serde, value_serde: Serde) -> None:
+    def __init__(
+        self, inner: InMemoryWindowStore, key_serde: Serde, value_serde: Serde, timestamped: bool = True
+    ) -> None:
         self.inner = inner
         self.key_serde = key_serde
         self.value_serde = value_serde
+        #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
+        self.timestamped = timestamped
         self._topic = ""
         self._context: StateStoreContext | None = None
 
@@ -172,17 +176,23 @@ class ChangeLoggingWindowStore:
         assert ctx is not None
         suffix = _TS.pack(window_start) + (_SEQ.pack(self.inner._seq) if self.inner.retain_duplicates else b"")
         key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + suffix
-        ctx.log_change(self._topic, ctx.partition, key_bytes, self.value_serde.serialize(self._topic, value),
-                       ctx.timestamp)  # fmt: skip
+        timestamp = ctx.timestamp
+        if self.timestamped and value is not None:
+            value, timestamp = value.value, value.timestamp
+        value_bytes = self.value_serde.serialize(self._topic, value)
+        ctx.log_change(self._topic, ctx.partition, key_bytes, value_bytes, timestamp)
 
-    def _restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
         cut = 12 if self.inner.retain_duplicates else 8
-        for key_bytes, value_bytes in batch:
+        for key_bytes, value_bytes, *rest in batch:
             if key_bytes is None:
                 continue
             start = _TS.unpack_from(key_bytes, len(key_bytes) - cut)[0]
             key = self.key_serde.deserialize(self._topic, key_bytes[:-cut])
-            self.inner.put(key, self.value_serde.deserialize(self._topic, value_bytes), start)
+            value = self.value_serde.deserialize(self._topic, value_bytes)
+            if self.timestamped and value is not None:
+                value = ValueAndTimestamp(value, rest[0])
+            self.inner.put(key, value, start)
 
 
 class InMemorySessionStore(_Store):
@@ -277,8 +287,8 @@ class ChangeLoggingSessionStore:
     def remove(self, key: Any, start: int, end: int) -> None:
         self.put(key, start, end, None)
 
-    def _restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
-        for key_bytes, value_bytes in batch:
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        for key_bytes, value_bytes, *_ in batch:
             if key_bytes is None:
                 continue
             end, start = (
@@ -309,7 +319,6 @@ class WindowStoreBuilder:
 
     def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> Any:
         from kstream_nb.cluster.serdes import serde_from
-        from kstream_nb.state.timestamped import ValueAndTimestampSerde
 
         store = self._make()
         if not self.logging_enabled:
@@ -318,6 +327,4 @@ class WindowStoreBuilder:
         value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
         if isinstance(store, InMemorySessionStore):
             return ChangeLoggingSessionStore(store, key_serde, value)
-        return ChangeLoggingWindowStore(
-            store, key_serde, ValueAndTimestampSerde(value) if self.timestamped else value
-        )
+        return ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
