@@ -321,11 +321,24 @@ class MemoryProducer(Producer):
         count = len(parts)
         by_partition: dict[int, list[tuple[bytes | None, bytes | None, int | None, Headers]]] = {}
         for key, value, timestamp, headers, partition in records:
-            key = _as_bytes(topic, "key", key)
-            value = _as_bytes(topic, "value", value)
-            p = self._partition_for(topic, key, partition, count)
-            by_partition.setdefault(p, []).append(
-                (key, value, None if timestamp is None else int(timestamp), normalize_headers(headers))
+            if key is not None and type(key) is not bytes:
+                key = _as_bytes(topic, "key", key)
+            if value is not None and type(value) is not bytes:
+                value = _as_bytes(topic, "value", value)
+            if partition is None and key is not None:
+                p = default_partition(key, count)
+            else:
+                p = self._partition_for(topic, key, partition, count)
+            items = by_partition.get(p)
+            if items is None:
+                items = by_partition[p] = []
+            items.append(
+                (
+                    key,
+                    value,
+                    None if timestamp is None else int(timestamp),
+                    normalize_headers(headers) if headers else (),
+                )
             )
         for p, items in by_partition.items():
             parts[p].append_many(items)

@@ -49,6 +49,20 @@ class RecordCollector(Protocol):
     def partition_count(self, topic: str) -> int: ...
 
 
+class _Chunk:
+    """Decoded records of one fetch, consumed from ``pos`` on."""
+
+    __slots__ = ("offsets", "pos", "records")
+
+    def __init__(self, records: list[Record], offsets: list[int]) -> None:
+        self.records = records
+        self.offsets = offsets
+        self.pos = 0
+
+    def __len__(self) -> int:
+        return len(self.records) - self.pos
+
+
 class RegisteredStore:
     """A store of the task with its restore callback and changelog partition."""
 
@@ -226,33 +240,50 @@ class StreamTask:
         extractor = source.timestamp_extractor
         record_time = extractor is None or extractor.uses_record_timestamp
         topic, partition = fetched.topic, fetched.partition
-        append = queue.append
         if fetched.raw is not None:
-            rows: Any = zip(*fetched.raw)
+            offsets, keys, values, timestamps, headers = fetched.raw
         else:
-            rows = ((r.offset, r.key, r.value, r.timestamp, r.headers) for r in fetched.records)
-        for offset, key, value, timestamp, headers in rows:
-            try:
-                record = Record(
-                    None if key is None else key_de(key),
-                    None if value is None else value_de(value),
-                    timestamp,
-                    headers,
-                )
-            except Exception as e:
-                self._deserialization_failed(topic, partition, offset, e)
-                continue
-            if not record_time:
-                record.timestamp = self._extract(extractor, record, topic, partition, offset)
-            elif timestamp < 0:
+            rs = fetched.records
+            offsets, keys, values = [r.offset for r in rs], [r.key for r in rs], [r.value for r in rs]
+            timestamps, headers = [r.timestamp for r in rs], [r.headers for r in rs]
+        try:
+            records = [
+                Record(None if k is None else key_de(k), None if v is None else value_de(v), ts, h)
+                for k, v, ts, h in zip(keys, values, timestamps, headers)
+            ]
+            kept = list(offsets)
+        except Exception:
+            records, kept = self._decode_one_by_one(
+                topic, partition, fetched.raw or (offsets, keys, values, timestamps, headers), key_de, value_de
+            )
+        if record_time:
+            if records and min(timestamps) < 0:
+                bad = next(i for i, r in enumerate(records) if r.timestamp < 0)
                 raise ProcessingError(
-                    f"invalid (negative) timestamp {timestamp}",
+                    f"invalid (negative) timestamp {records[bad].timestamp}",
                     task_id=self.task_id,
                     topic=topic,
                     partition=partition,
-                    offset=offset,
+                    offset=kept[bad],
                 )
-            append((record, offset))
+        else:
+            for record, offset in zip(records, kept):
+                record.timestamp = self._extract(extractor, record, topic, partition, offset)
+        if records:
+            queue.append(_Chunk(records, kept))
+
+    def _decode_one_by_one(
+        self, topic: str, partition: int, raw: Any, key_de: Any, value_de: Any
+    ) -> tuple[list[Record], list[int]]:
+        """The slow path after a failed decode: each record on its own, bad ones to the handler."""
+        records, kept = [], []
+        for offset, k, v, ts, h in zip(*raw):
+            try:
+                records.append(Record(None if k is None else key_de(k), None if v is None else value_de(v), ts, h))
+                kept.append(offset)
+            except Exception as e:
+                self._deserialization_failed(topic, partition, offset, e)
+        return records, kept
 
     def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
         col = fetched.columnar
@@ -315,7 +346,7 @@ class StreamTask:
         ) from error
 
     def buffered(self) -> int:
-        return sum(len(q) for q in self.queues.values())
+        return sum(len(item) for q in list(self.queues.values()) for item in list(q))
 
     def _next_queue(self) -> tuple[TopicPartition, deque[Any]] | None:
         best = None
@@ -323,7 +354,7 @@ class StreamTask:
         for tp, queue in self.queues.items():
             if queue:
                 head = queue[0]
-                ts = head.timestamps[0] if type(head) is RecordBatch else head[0].timestamp
+                ts = head.timestamps[0] if type(head) is RecordBatch else head.records[head.pos].timestamp
                 if best_ts is None or ts < best_ts:
                     best, best_ts = (tp, queue), ts
         return best
@@ -343,7 +374,7 @@ class StreamTask:
             if single:
                 done += self._drain(tp, queue, source, budget - done)
             else:
-                done += self._process_one(tp, queue.popleft(), source)
+                done += self._process_head(tp, queue, source)
         self.processed_total += done
         return done
 
@@ -354,21 +385,27 @@ class StreamTask:
         stream_time = self.stream_time
         try:
             while queue and done < budget:
-                item = queue[0]
-                if type(item) is RecordBatch:
-                    done += self._process_one(tp, queue.popleft(), source)
+                chunk = queue[0]
+                if type(chunk) is RecordBatch:
+                    done += self._process_head(tp, queue, source)
                     stream_time = self.stream_time
                     continue
-                record, offset = queue.popleft()
-                ts = record.timestamp
-                if ts > stream_time:
-                    self.stream_time = stream_time = ts
-                self.current_offset = offset
-                self.current_timestamp = ts
-                self.current_headers = record.headers
-                process(record)
-                done += 1
-                self.consumed[tp] = offset + 1
+                records, offsets, start = chunk.records, chunk.offsets, chunk.pos
+                end = min(len(records), start + budget - done)
+                for i in range(start, end):
+                    record = records[i]
+                    ts = record.timestamp
+                    if ts > stream_time:
+                        self.stream_time = stream_time = ts
+                    self.current_offset = offsets[i]
+                    self.current_timestamp = ts
+                    self.current_headers = record.headers
+                    process(record)
+                chunk.pos = end
+                done += end - start
+                self.consumed[tp] = offsets[end - 1] + 1
+                if end == len(records):
+                    queue.popleft()
         except ProcessingError:
             raise
         except Exception as e:
@@ -382,8 +419,11 @@ class StreamTask:
             ) from e
         return done
 
-    def _process_one(self, tp: TopicPartition, item: Any, source: SourceNode) -> int:
+    def _process_head(self, tp: TopicPartition, queue: deque[Any], source: SourceNode) -> int:
+        """Processes the head of a partition's queue: a whole column batch, or one record."""
+        item = queue[0]
         if type(item) is RecordBatch:
+            queue.popleft()
             if len(item):
                 self.stream_time = max(self.stream_time, int(item.timestamps.max()))
                 self.current_offset = int(item.offsets[-1])
@@ -391,7 +431,10 @@ class StreamTask:
                 source.processor.process_batch(item)  # type: ignore[attr-defined]
                 self.consumed[tp] = int(item.offsets[-1]) + 1
             return len(item)
-        record, offset = item
+        record, offset = item.records[item.pos], item.offsets[item.pos]
+        item.pos += 1
+        if item.pos == len(item.records):
+            queue.popleft()
         if record.timestamp > self.stream_time:
             self.stream_time = record.timestamp
         self.current_offset = offset
