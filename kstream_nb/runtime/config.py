@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -30,7 +32,8 @@ class StreamsConfig:
     poll_ms: int = 100
     max_poll_records: int = 10_000
     max_task_records_per_loop: int = 50_000
-    state_dir: str | None = None
+    state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "kstream-nb"))
+    default_dsl_store: str = "in_memory"
     missing_source_topic_timeout_ms: int = 60_000
     auto_offset_reset: str = "earliest"
     client_id: str | None = None
@@ -73,5 +76,7 @@ class StreamsConfig:
                 f"default_deserialization_exception_handler must be one of {DESERIALIZATION_HANDLERS}, "
                 f"got {self.default_deserialization_exception_handler!r}"
             )
+        if self.default_dsl_store not in ("in_memory", "rocksdb"):
+            raise ValueError(f"default_dsl_store must be 'in_memory' or 'rocksdb', got {self.default_dsl_store!r}")
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

@@ -27,6 +27,10 @@ def restore_task(
         return 0
     ends = admin.end_offsets(existing)
     begins = admin.beginning_offsets(existing)
+    checkpoint = task.read_checkpoint()
+    for tp in task.persistent_changelogs():
+        if tp in begins and begins[tp] <= checkpoint.get(tp, -1) <= ends[tp]:
+            begins[tp] = checkpoint[tp]  # the store on disk already holds everything before this offset
     todo = {tp for tp in existing if ends[tp] > begins[tp]}
     if not todo:
         return 0

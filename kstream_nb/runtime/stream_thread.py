@@ -297,6 +297,9 @@ class StreamThread(threading.Thread):
             self.commit_total += 1
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
+            changelogs = task.persistent_changelogs()
+            if changelogs:
+                task.write_checkpoint(self.admin.end_offsets(changelogs))
         self._last_commit = time.monotonic()
 
     def _close(self) -> None:

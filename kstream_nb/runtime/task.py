@@ -8,9 +8,12 @@ driver's capture).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,7 +28,8 @@ from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.timestamps import FieldTimestampExtractor
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
-from kstream_nb.state.store import RestoreCallback, StateStore
+from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
+from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
@@ -94,7 +98,7 @@ class StreamTask:
         self.subtopology = subtopology
         self.partition = partition
         self.application_id = config.application_id
-        self.state_dir = config.state_dir
+        self.state_dir: str | None = config.state_dir
         self._config = config
         self._topology = topology
         self._collector = collector
@@ -126,7 +130,12 @@ class StreamTask:
         self.queues: dict[TopicPartition, deque[Any]] = {tp: deque() for tp in partitions or ()}
         self.stores: dict[str, RegisteredStore] = {}
         for builder in graph.stores:
-            store = builder.build(config.default_key_serde, config.default_value_serde)
+            if isinstance(builder, TimestampedKeyValueStoreBuilder):
+                store = builder.build(
+                    config.default_key_serde, config.default_value_serde, config.default_dsl_store
+                )
+            else:
+                store = builder.build(config.default_key_serde, config.default_value_serde)
             store.init(self)
         self._closed = False
 
@@ -204,6 +213,34 @@ class StreamTask:
 
     def changelog_partitions(self) -> dict[TopicPartition, RegisteredStore]:
         return {r.changelog: r for r in self.stores.values() if r.changelog is not None}
+
+    # ---- checkpoint of persistent stores ---------------------------------------------------------
+
+    @property
+    def checkpoint_file(self) -> Path:
+        return task_state_dir(self._config.state_dir, self.application_id, self.task_id) / ".checkpoint"
+
+    def persistent_changelogs(self) -> list[TopicPartition]:
+        """Changelog partitions of stores that keep their data on disk (they need a checkpoint)."""
+        return [r.changelog for r in self.stores.values() if r.changelog is not None and r.store.persistent]
+
+    def read_checkpoint(self) -> dict[TopicPartition, int]:
+        """Changelog offsets up to which the persistent stores already hold the data."""
+        try:
+            data = json.loads(self.checkpoint_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}
+
+    def write_checkpoint(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Records the changelog end offsets the flushed persistent stores correspond to (atomic rename)."""
+        path = self.checkpoint_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps({"version": 1, "offsets": [[tp.topic, tp.partition, o] for tp, o in offsets.items()]})
+        )
+        os.replace(tmp, path)
 
     def close(self) -> None:
         """Closes processors and stores; safe to call twice."""

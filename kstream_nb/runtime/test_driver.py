@@ -8,6 +8,8 @@ order written), then stream-time punctuators fire and the task commits. Wall-clo
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -76,6 +78,9 @@ class TopologyTestDriver:
     ) -> None:
         settings = dict(config or {})
         settings.setdefault("application_id", "topology-test-driver")
+        self._own_state_dir = None
+        if "state_dir" not in settings:
+            settings["state_dir"] = self._own_state_dir = tempfile.mkdtemp(prefix="kstream-nb-driver-")
         self.config = StreamsConfig.of(**settings)
         self.topology = topology
         topology.validate()
@@ -224,6 +229,8 @@ class TopologyTestDriver:
         for task in self.tasks:
             task.close()
         self.global_stores.close()
+        if self._own_state_dir is not None:
+            shutil.rmtree(self._own_state_dir, ignore_errors=True)
 
     def __enter__(self) -> TopologyTestDriver:
         return self

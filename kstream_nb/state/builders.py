@@ -57,6 +57,29 @@ class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
         return f"InMemoryKeyValueStoreSupplier({self._name!r})"
 
 
+class RocksDBKeyValueStoreSupplier(KeyValueStoreSupplier):
+    """Supplies ``RocksDBKeyValueStore`` instances (persistent, under the app's state_dir)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = _check_name(name)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def metrics_scope(self) -> str:
+        return "rocksdb"
+
+    def get(self) -> KeyValueStore:
+        from kstream_nb.state.rocksdb import RocksDBKeyValueStore
+
+        return RocksDBKeyValueStore(self._name)
+
+    def __repr__(self) -> str:
+        return f"RocksDBKeyValueStoreSupplier({self._name!r})"
+
+
 _B = TypeVar("_B", bound="StoreBuilder")
 
 
@@ -149,15 +172,31 @@ class KeyValueStoreBuilder(StoreBuilder):
         self.key_serde = key_serde
         self.value_serde = value_serde
 
+    #: values are ValueAndTimestamp (KTable and aggregation stores)
+    timestamped = False
+
     def build(
-        self, default_key_serde: SerdeSpec | None = None, default_value_serde: SerdeSpec | None = None
+        self,
+        default_key_serde: SerdeSpec | None = None,
+        default_value_serde: SerdeSpec | None = None,
+        dsl_store: str | None = None,
     ) -> KeyValueStore:
-        store = self.supplier.get()
+        """The stack metered -> change-logging (if enabled) -> backend.
+
+        ``dsl_store="rocksdb"`` swaps an in-memory backend for RocksDB (the app's ``default_dsl_store``).
+        """
+        supplier = self.supplier
+        if dsl_store == "rocksdb" and isinstance(supplier, InMemoryKeyValueStoreSupplier):
+            supplier = RocksDBKeyValueStoreSupplier(supplier.name)
+        store = supplier.get()
+        key_serde = serde_from(_first(self.key_serde, default_key_serde, "json"))
+        value_serde = serde_from(_first(self.value_serde, default_value_serde, "json"))
+        use_serdes = getattr(store, "use_serdes", None)
+        if use_serdes is not None:
+            use_serdes(key_serde, value_serde, self.timestamped)
         if self._logging_enabled:
-            key_serde = serde_from(_first(self.key_serde, default_key_serde, "json"))
-            value_serde = serde_from(_first(self.value_serde, default_value_serde, "json"))
-            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde)
-        return MeteredKeyValueStore(store, self.supplier.metrics_scope)
+            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
+        return MeteredKeyValueStore(store, supplier.metrics_scope)
 
     def __repr__(self) -> str:
         return (
@@ -180,11 +219,8 @@ class Stores:
 
     @staticmethod
     def persistent_key_value_store(name: str) -> KeyValueStoreSupplier:
-        """A supplier of RocksDB key-value stores; not available yet."""
-        raise StreamsError(
-            f"persistent (RocksDB) store {name!r}: RocksDB stores arrive with the RocksDB backend; "
-            "use Stores.in_memory_key_value_store for now (it is restored from its changelog)"
-        )
+        """A supplier of RocksDB key-value stores: data on disk, only the changelog's tail restored."""
+        return RocksDBKeyValueStoreSupplier(name)
 
     @staticmethod
     def key_value_store_builder(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import orjson
@@ -62,6 +63,11 @@ class StateStoreContext(Protocol):
     def timestamp(self) -> int:
         """Timestamp of the record being processed."""
         ...
+
+
+def task_state_dir(state_dir: str, application_id: str, task_id: str) -> Path:
+    """Where a task keeps its persistent stores and its checkpoint file."""
+    return Path(state_dir) / application_id / task_id
 
 
 def json_order(key: Any) -> bytes:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kstream_nb.cluster.serdes import SerdeSpec, serde_from
 from kstream_nb.state.builders import KeyValueStoreBuilder
-from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
-from kstream_nb.state.store import KeyValueStore, ValueAndTimestamp
+from kstream_nb.state.store import ValueAndTimestamp
 
 __all__ = ["PlainValueView", "TimestampedKeyValueStoreBuilder", "ValueAndTimestamp"]
 
@@ -20,20 +18,6 @@ class TimestampedKeyValueStoreBuilder(KeyValueStoreBuilder):
     """
 
     timestamped = True
-
-    def build(
-        self, default_key_serde: SerdeSpec | None = None, default_value_serde: SerdeSpec | None = None
-    ) -> KeyValueStore:
-        store = self.supplier.get()
-        if self.logging_enabled:
-            key_serde = serde_from(_first(self.key_serde, default_key_serde, "json"))
-            value_serde = serde_from(_first(self.value_serde, default_value_serde, "json"))
-            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=True)
-        return MeteredKeyValueStore(store, self.supplier.metrics_scope)
-
-
-def _first(*specs: SerdeSpec | None) -> SerdeSpec:
-    return next(spec for spec in specs if spec is not None)
 
 
 class PlainValueView:

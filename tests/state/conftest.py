@@ -13,11 +13,11 @@ from kstream_nb.state.store import StateStore
 class FakeContext:
     """Records what stores log and register; the timestamp is settable."""
 
-    def __init__(self, application_id: str = "app", partition: int = 0) -> None:
+    def __init__(self, application_id: str = "app", partition: int = 0, state_dir: str | None = None) -> None:
         self.application_id = application_id
         self.task_id = f"0_{partition}"
         self.partition = partition
-        self.state_dir: str | None = None
+        self.state_dir: str | None = state_dir
         self.timestamp = 0
         self.logged: list[tuple[str, int, bytes | None, bytes | None, int]] = []
         self.registered: list[tuple[StateStore, Callable[..., None], str | None]] = []

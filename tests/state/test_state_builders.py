@@ -23,11 +23,6 @@ def test_in_memory_supplier() -> None:
         Stores.in_memory_key_value_store("")
 
 
-def test_persistent_store_is_not_silently_substituted() -> None:
-    with pytest.raises(StreamsError, match="RocksDB"):
-        Stores.persistent_key_value_store("counts")
-
-
 def test_builder_defaults_and_stack(context, json_serde) -> None:
     builder = Stores.key_value_store_builder(Stores.in_memory_key_value_store("counts"), json_serde, json_serde)
     assert builder.name == "counts"
