@@ -65,6 +65,10 @@ class TaskHandle(Protocol):
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
+    def production_failed(self, topic: str, error: Exception) -> bool:
+        """Asks the production-exception handler: True to drop the record and go on."""
+        ...
+
 
 class ProcessorNode:
     """One processor instance in a task, with its children and the stores it may use."""

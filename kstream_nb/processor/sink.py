@@ -10,6 +10,7 @@ import numpy as np
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch
 from kstream_nb.cluster.serdes import Serde
+from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import NodeContext
@@ -43,8 +44,13 @@ class SinkProcessor(Processor):
 
     def process(self, record: Record) -> None:
         topic = self.topic
-        key_bytes = self.key_serde.serialize(topic, record.key)
-        value_bytes = self.value_serde.serialize(topic, record.value)
+        try:
+            key_bytes = self.key_serde.serialize(topic, record.key)
+            value_bytes = self.value_serde.serialize(topic, record.value)
+        except SerializationError as e:
+            if self._task.production_failed(topic, e):
+                return
+            raise
         partition = None
         if self.partitioner is not None:
             count = self._task.partition_count(topic)

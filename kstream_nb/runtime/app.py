@@ -450,6 +450,7 @@ class KafkaStreams:
             "process-latency-avg-ms": (process_time * 1000 / processed) if processed else 0.0,
             "dropped-records-total": sum(t.dropped_total for t in tasks),
             "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
+            "skipped-production-total": sum(t.skipped_production for t in tasks),
             "commit-total": sum(th.commit_total for th in threads),
             "lag": self.lag(),
             "restored-records-total": sum(th.restored_records for th in threads),

@@ -13,7 +13,8 @@ from kstream_nb.processor.timestamps import TimestampExtractor, timestamp_extrac
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
-DESERIALIZATION_HANDLERS = ("fail", "log_and_continue")
+DESERIALIZATION_HANDLERS = ("fail", "log_and_continue", "dead_letter")
+PRODUCTION_HANDLERS = ("fail", "continue")
 
 
 @dataclass
@@ -29,6 +30,9 @@ class StreamsConfig:
     default_value_serde: Serde = field(default_factory=lambda: serde_from("json"))
     default_timestamp_extractor: TimestampExtractor = field(default_factory=lambda: timestamp_extractor_from(None))
     default_deserialization_exception_handler: str = "fail"
+    #: where "dead_letter" sends records that fail to deserialize (default ``<application_id>-dlq``)
+    dead_letter_topic: str | None = None
+    default_production_exception_handler: str = "fail"
     poll_ms: int = 100
     max_poll_records: int = 10_000
     max_task_records_per_loop: int = 50_000
@@ -78,5 +82,12 @@ class StreamsConfig:
             )
         if self.default_dsl_store not in ("in_memory", "rocksdb"):
             raise ValueError(f"default_dsl_store must be 'in_memory' or 'rocksdb', got {self.default_dsl_store!r}")
+        if self.default_production_exception_handler not in PRODUCTION_HANDLERS:
+            raise ValueError(
+                f"default_production_exception_handler must be one of {PRODUCTION_HANDLERS}, "
+                f"got {self.default_production_exception_handler!r}"
+            )
+        if self.dead_letter_topic is None:
+            self.dead_letter_topic = f"{self.application_id}-dlq"
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

@@ -112,6 +112,7 @@ class StreamTask:
         self.processed_total = 0
         self.dropped_total = 0
         self.skipped_deserialization = 0
+        self.skipped_production = 0
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
         #: positions whose outputs have reached the cluster (what lag is measured against)
@@ -319,7 +320,7 @@ class StreamTask:
                 records.append(Record(None if k is None else key_de(k), None if v is None else value_de(v), ts, h))
                 kept.append(offset)
             except Exception as e:
-                self._deserialization_failed(topic, partition, offset, e)
+                self._deserialization_failed(topic, partition, offset, e, (k, v, ts, h))
         return records, kept
 
     def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
@@ -369,18 +370,41 @@ class StreamTask:
             )
         return ts
 
-    def _deserialization_failed(self, topic: str, partition: int, offset: int, error: Exception) -> None:
-        if self._config.default_deserialization_exception_handler == "log_and_continue":
-            self.skipped_deserialization += 1
-            log.warning("skipping record %s-%d@%d: %s", topic, partition, offset, error)
-            return
-        raise DeserializationError(
-            f"cannot deserialize record: {error}",
-            task_id=self.task_id,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        ) from error
+    def _deserialization_failed(
+        self, topic: str, partition: int, offset: int, error: Exception, raw: tuple[Any, ...] | None = None
+    ) -> None:
+        """Applies the deserialization-exception handler: fail, log and continue, or dead-letter topic."""
+        handler = self._config.default_deserialization_exception_handler
+        if handler == "fail":
+            raise DeserializationError(
+                f"cannot deserialize record: {error}",
+                task_id=self.task_id,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            ) from error
+        self.skipped_deserialization += 1
+        log.warning("skipping record %s-%d@%d: %s", topic, partition, offset, error)
+        if handler == "dead_letter" and raw is not None:
+            key, value, timestamp, headers = raw
+            error_headers = (
+                ("__streams.errors.exception", type(error).__name__.encode()),
+                ("__streams.errors.message", str(error).encode()),
+                ("__streams.errors.topic", topic.encode()),
+                ("__streams.errors.partition", str(partition).encode()),
+                ("__streams.errors.offset", str(offset).encode()),
+            )
+            dlq = self._config.dead_letter_topic
+            assert dlq is not None
+            self._collector.send(dlq, key, value, timestamp, tuple(headers) + error_headers, None)
+
+    def production_failed(self, topic: str, error: Exception) -> bool:
+        """The production-exception handler: True to skip the record (``continue``), False to fail."""
+        if self._config.default_production_exception_handler == "continue":
+            self.skipped_production += 1
+            log.warning("task %s: dropping a record for topic %s: %s", self.task_id, topic, error)
+            return True
+        return False
 
     def buffered(self) -> int:
         return sum(len(item) for q in list(self.queues.values()) for item in list(q))
