@@ -86,15 +86,15 @@ class KafkaStreams:
             num_stream_threads=num_stream_threads,
             **config,
         )
-        if self.config.processing_guarantee == EXACTLY_ONCE_V2:
+        if self.config.processing_guarantee == EXACTLY_ONCE_V2 and not bootstrap_servers.startswith("memory://"):
             raise StreamsError(
-                "processing_guarantee='exactly_once_v2' needs Kafka transactions, which this version does not "
-                "support yet; use 'at_least_once'"
+                "processing_guarantee='exactly_once_v2' on a Kafka cluster needs Kafka transactions, which the "
+                "Kafka adapter does not use yet; use 'at_least_once' there (exactly-once works on memory://)"
             )
         self.topology = topology
         self.application_id = application_id
         self.process_id = uuid.uuid4().hex[:8]
-        self.cluster = connect(bootstrap_servers)
+        self.cluster = connect(bootstrap_servers, self.config.client_config)
         self.admin = self.cluster.admin()
         self.assignor = StreamsPartitionAssignor(topology, application_id, self.admin)
         self._state = State.CREATED

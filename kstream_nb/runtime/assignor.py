@@ -4,6 +4,10 @@ Runs once per rebalance on behalf of the whole group (all stream threads of all 
 application id). It also creates the internal topics, because only now are the source partition
 counts known: repartition topics get the partition count of the sub-topology that writes them,
 changelog topics one partition per task.
+
+On Kafka, librdkafka's range assignor hands out the partitions and each member derives its tasks from
+them (``prepare`` before joining, ``assign_local`` in the assignment callback): see
+``cluster/kafka_consumer.py``.
 """
 
 from __future__ import annotations
@@ -93,6 +97,15 @@ class StreamsPartitionAssignor:
                 if upstream and all(t in counts for t in upstream):
                     counts[topic] = max(counts[t] for t in upstream)
                     changed = True
+        # a join of internal topics only (say a foreign-key join's response topic and a table read from a
+        # repartition topic): all of them get the largest of their counts, as Kafka's co-partitioning does
+        for group in self.topology.copartition_groups():
+            if any(not self.topology.is_internal(t) for t in group):
+                continue
+            sized = [self.resolve(t) for t in group if fixed.get(t) is None and self.resolve(t) in counts]
+            if len(sized) > 1:
+                largest = max(counts[t] for t in sized)
+                counts.update(dict.fromkeys(sized, largest))
         return counts
 
     def tasks(self, counts: Mapping[str, int]) -> list[TaskInfo]:
@@ -126,6 +139,53 @@ class StreamsPartitionAssignor:
                 specs.append(TopicSpec(topic, max(counts[t] for t in topics), config))
         if specs:
             self.admin.create_topics(specs, exist_ok=True)
+
+    def prepare(self, partition_counts: Mapping[str, int]) -> None:
+        """Creates the internal topics that the existing source topics allow (before joining a Kafka group)."""
+        with self._lock:
+            counts = self.partition_counts(partition_counts)
+            self.ensure_internal_topics(counts)
+
+    def assign_local(
+        self, partition_counts: Mapping[str, int], partitions: set[TopicPartition], subscription: Subscription
+    ) -> Assignment:
+        """This member's tasks, derived from the partitions a broker-side range assignor gave it (Kafka).
+
+        Task ``p`` of a sub-topology is partition ``p`` of its source topics; the range assignor keeps the
+        same partition numbers of equally partitioned topics together (see ``cluster/kafka_consumer.py``).
+        A task whose partitions the group split over several members is kept with the partitions this
+        member got when its sub-topology has no state store, and refused otherwise.
+        """
+        with self._lock:
+            user_sources = [
+                self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)
+            ]
+            self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
+            counts = self.partition_counts(partition_counts)
+            self.ensure_internal_topics(counts)
+            subs = {s.id: s for s in self.topology.subtopologies()}
+            mine = []
+            for task in self.tasks(counts):
+                got = tuple(tp for tp in task.partitions if tp in partitions)
+                if not got:
+                    continue
+                if len(got) < len(task.partitions) and subs[task.subtopology].stores:
+                    listed = ", ".join(
+                        f"{t!r} ({counts[t]} partitions)" for t in sorted({tp.topic for tp in task.partitions})
+                    )
+                    raise TopologyError(
+                        f"task {task.task_id} reads {listed}, which the Kafka group assigned to different members: "
+                        "a sub-topology with state stores needs source topics with the same partition count; "
+                        "repartition them to one count first"
+                    )
+                mine.append(TaskInfo(task.task_id, task.subtopology, task.partition, got))
+            me = _thread_of("", subscription), _process_of(subscription)
+            userdata = {
+                "active": {t.task_id: list(t.partitions) for t in mine},
+                "missing_topics": list(self.missing_topics),
+                "all": {t.task_id: me for t in mine},
+            }
+            return Assignment(frozenset(partitions), userdata)
 
     def assign(
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]

@@ -51,6 +51,8 @@ class StreamsConfig:
         unknown = sorted(set(settings) - known)
         if unknown:
             raise ValueError(f"unknown setting(s) {unknown}; known settings: {sorted(known)}")
+        if settings.get("processing_guarantee") == EXACTLY_ONCE_V2:
+            settings.setdefault("commit_interval_ms", 100)  # Kafka's default under exactly-once
         for name in ("commit_interval_ms", "poll_ms", "missing_source_topic_timeout_ms"):
             if name in settings:
                 settings[name] = to_millis(settings[name], name)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kstream_nb.cluster.base import Admin, Cluster
 from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
-from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.restore import restore_task
 from kstream_nb.runtime.task import StreamTask
 from kstream_nb.topology.topology import Topology
@@ -57,6 +57,10 @@ class ProducerCollector:
         if pending is None:
             pending = self._pending[topic] = []
         pending.append((key, value, timestamp, headers, partition))
+
+    def abort(self) -> None:
+        """Drops the buffered records (an exactly-once transaction that did not commit)."""
+        self._pending = {}
 
     def flush(self) -> None:
         """Hands the buffered records to the producer (in order, per topic)."""
@@ -107,6 +111,8 @@ class StreamThread(threading.Thread):
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.global_stores = global_stores or {}
+        #: exactly-once: outputs, changelog writes and offsets become visible together, at commit
+        self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self._global_ready = global_ready
         self.process_id = process_id
         self.topology = topology
@@ -260,7 +266,8 @@ class StreamThread(threading.Thread):
             for task in list(self.tasks.values()):
                 task.process(budget)
                 task.punctuate()
-            self._publish()
+            if not self._exactly_once:
+                self._publish()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()
@@ -305,8 +312,11 @@ class StreamThread(threading.Thread):
     def _close(self) -> None:
         try:
             self._close_tasks()
-            # what was processed before a failure is still delivered (at-least-once; offsets not committed)
-            self.collector.flush()
+            if self.error is not None and self._exactly_once:
+                self.collector.abort()  # the open transaction: outputs and changelog writes never appear
+            else:
+                # at-least-once: what was processed before a failure is still delivered (offsets not committed)
+                self.collector.flush()
         finally:
             for closer in (self.consumer.close, self.restore_consumer.close, self.producer.close):
                 try:
