@@ -63,17 +63,34 @@ class KTable:
 
     # ---- joins ---------------------------------------------------------------------------------
 
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
-        """Inner table-table join: a row exists when both sides have the key; either side triggers."""
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None,
+             foreign_key_extractor: Callable[..., Any] | None = None) -> KTable:  # fmt: skip
+        """Inner table-table join: a row exists when both sides have the key; either side triggers.
+
+        With ``foreign_key_extractor`` (``fn(value)`` or ``fn(key, value)``) it is a foreign-key join:
+        each row joins the ``other`` row whose key ``fn`` returns, keyed by this table's key.
+        """
         from kstream_nb.dsl.joins import table_table_join
 
+        if foreign_key_extractor is not None:
+            from kstream_nb.dsl.fk_join import foreign_key_join
+
+            return foreign_key_join(self, other, foreign_key_extractor, joiner, False, store)
         check_callable(joiner, "join")
         return table_table_join(self, other, joiner, "inner", store)
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
-        """Left table-table join: every left row, joined with the right row or None."""
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None,
+                  foreign_key_extractor: Callable[..., Any] | None = None) -> KTable:  # fmt: skip
+        """Left table-table join: every left row, joined with the right row or None.
+
+        With ``foreign_key_extractor`` it is a foreign-key left join (see ``join``).
+        """
         from kstream_nb.dsl.joins import table_table_join
 
+        if foreign_key_extractor is not None:
+            from kstream_nb.dsl.fk_join import foreign_key_join
+
+            return foreign_key_join(self, other, foreign_key_extractor, joiner, True, store)
         check_callable(joiner, "left_join")
         return table_table_join(self, other, joiner, "left", store)
 

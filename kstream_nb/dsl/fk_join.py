@@ -1,0 +1,113 @@
+"""How the DSL wires a foreign-key table-table join (``left.join(right, joiner, foreign_key_extractor=fn)``).
+
+Two sub-topologies and two internal topics, as in Kafka (KIP-213):
+
+```
+left table --SubscriptionSend--> <name>-subscription-registration-topic (by fk, partitioned like right)
+registration topic --SubscriptionReceive (subscription store, right store)--+
+right table --ForeignTableJoin (subscription store)-------------------------+--> <name>-subscription-response-topic
+response topic --ResponseJoin (left store, result store)--> result KTable keyed by the left key
+```
+
+The response topic is co-partitioned with the left table's topic and the registration topic with the
+right table's, so the runtime sizes each like the table it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kstream_nb.cluster.serdes import JsonSerde, serde_from
+from kstream_nb.dsl.functions import check_callable, takes_key
+from kstream_nb.processor.fk_join import (
+    ForeignTableJoin,
+    ResponseJoin,
+    SubscriptionReceive,
+    SubscriptionResponseSerde,
+    SubscriptionSend,
+    SubscriptionStoreBuilder,
+    SubscriptionWrapperSerde,
+    ValueHasher,
+    response_partitioner,
+)
+
+if TYPE_CHECKING:
+    from kstream_nb.dsl.ktable import KTable
+
+
+def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callable[..., Any],
+                     joiner: Callable[[Any, Any], Any], left_join: bool, store: str | None = None,
+                     name: str | None = None) -> KTable:  # fmt: skip
+    """Joins each left row with the right row its ``foreign_key_extractor(value)`` (or ``(key, value)``)
+    names; the result is keyed by the left key, either side triggers, ``store`` names the result's store
+    and ``name`` the internal topics and processors (``<name>-subscription-registration-topic`` ...).
+    """
+    from kstream_nb.dsl.ktable import KTable
+
+    op = "left_join" if left_join else "join"
+    check_callable(joiner, op)
+    with_key = takes_key(foreign_key_extractor, f"{op} foreign_key_extractor")
+    if not isinstance(right, KTable):
+        raise TypeError(f"a foreign-key {op} needs a KTable on the right, got {right!r}")
+    builder = left._builder
+    topology = builder.topology
+    base = name or builder.new_name("KTABLE-FK-JOIN")
+    registration_topic = f"{base}-subscription-registration-topic"
+    response_topic = f"{base}-subscription-response-topic"
+    left_store = left.materialized_store()
+    right_store = right.materialized_store()
+    subscription_store = f"{base}-subscription-store"
+    result_store = store or builder.new_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+
+    hasher = ValueHasher(serde_from(left.value_serde) if left.value_serde is not None else None)
+    primary_key_serde = serde_from(left.key_serde) if left.key_serde is not None else JsonSerde()
+    foreign_value_serde = serde_from(right.value_serde) if right.value_serde is not None else JsonSerde()
+    subscription_serde = SubscriptionWrapperSerde(primary_key_serde)
+    response_serde = SubscriptionResponseSerde(foreign_value_serde)
+    topology.add_repartition_topic(registration_topic)
+    topology.add_repartition_topic(response_topic)
+
+    # left side: subscribe
+    send = f"{base}-subscription-registration-send"
+    topology.add_processor(
+        send, lambda: SubscriptionSend(foreign_key_extractor, with_key, left_join, hasher), left.node
+    )
+    topology.add_sink(
+        f"{base}-subscription-registration-sink", registration_topic, send,
+        key_serde=right.key_serde, value_serde=subscription_serde,
+    )  # fmt: skip
+
+    # right side: keep subscriptions, answer them, and answer again when a right row changes
+    registration_source = f"{base}-subscription-registration-source"
+    topology.add_source(
+        registration_source, registration_topic, key_serde=right.key_serde, value_serde=subscription_serde
+    )
+    topology.add_state_store(SubscriptionStoreBuilder(subscription_store, right.key_serde, left.key_serde))
+    receive = f"{base}-subscription-receive"
+    topology.add_processor(
+        receive, lambda: SubscriptionReceive(subscription_store, right_store), registration_source,
+        stores=[subscription_store, right_store],
+    )  # fmt: skip
+    foreign = f"{base}-foreign-table-join"
+    topology.add_processor(
+        foreign, lambda: ForeignTableJoin(subscription_store), right.node, stores=[subscription_store]
+    )
+    topology.add_sink(
+        f"{base}-subscription-response-sink", response_topic, receive, foreign,
+        key_serde=left.key_serde, value_serde=response_serde, partitioner=response_partitioner,
+    )  # fmt: skip
+
+    # left side: resolve the answers that are still current
+    response_source = f"{base}-subscription-response-source"
+    topology.add_source(response_source, response_topic, key_serde=left.key_serde, value_serde=response_serde)
+    builder.add_timestamped_store(result_store, left.key_serde, None)
+    resolve = f"{base}-response-join"
+    topology.add_processor(
+        resolve, lambda: ResponseJoin(left_store, result_store, joiner, left_join, hasher), response_source,
+        stores=[left_store, result_store],
+    )  # fmt: skip
+
+    topology.add_copartition_group(registration_source, right.node)
+    topology.add_copartition_group(response_source, left.node)
+    return KTable(builder, resolve, left.key_serde, None, result_store)
