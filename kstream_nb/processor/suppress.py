@@ -89,6 +89,8 @@ class KTableSuppress(Processor):
         self.observed_stream_time = -1
         self.buffer: dict[Any, tuple[int, Record]] = {}
         self._bytes = 0
+        #: no buffered key has a buffer time below this (lets _enforce skip the scan while nothing is due)
+        self._min_buffer_time = _NOTHING_BUFFERED
 
     def process(self, record: Record) -> None:
         if record.timestamp > self.observed_stream_time:
@@ -104,13 +106,17 @@ class KTableSuppress(Processor):
             previous = self.buffer.get(key)
             buffer_time = previous[0] if previous is not None else record.timestamp
         self.buffer[key] = (buffer_time, record)
+        if buffer_time < self._min_buffer_time:
+            self._min_buffer_time = buffer_time
         self._enforce()
 
     def _enforce(self) -> None:
         expiry = self.observed_stream_time - self.duration
-        due = [(t, k) for k, (t, _) in self.buffer.items() if t <= expiry]
-        for _, key in _ordered(due):
-            self._emit(key)
+        if self._min_buffer_time <= expiry:
+            due = [(t, k) for k, (t, _) in self.buffer.items() if t <= expiry]
+            for _, key in _ordered(due):
+                self._emit(key)
+            self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
         config = self.suppressed.buffer
         while self._over_capacity(config):
             if not config.emit_early:
@@ -120,6 +126,7 @@ class KTableSuppress(Processor):
                 )
             oldest = _ordered([(t, k) for k, (t, _) in self.buffer.items()])[0][1]
             self._emit(oldest)
+            self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
 
     def _over_capacity(self, config: BufferConfig) -> bool:
         if config.max_records is not None and len(self.buffer) > config.max_records:
@@ -135,6 +142,9 @@ class KTableSuppress(Processor):
         if change.new_value is None and self.suppressed.until_window_closes:
             return
         self.context.forward(record)
+
+
+_NOTHING_BUFFERED = 2**63
 
 
 def _ordered(entries: list[tuple[int, Any]]) -> list[tuple[int, Any]]:

@@ -7,6 +7,23 @@ from typing import Any
 
 from kstream_nb.processor.api import Change, Processor, Record
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.windows import Windowed
+from kstream_nb.state.timestamped import ValueAndTimestamp
+
+
+def lookup(store: Any, key: Any) -> Any:
+    """The table row for ``key`` as a ValueAndTimestamp, or None: Kafka's KTableValueGetter.
+
+    Windowed tables (windowed aggregations) are looked up in their window store by (key, window start),
+    session tables in their session store by (key, start, end) with the session end as timestamp.
+    """
+    if isinstance(key, Windowed):
+        if hasattr(store, "fetch_session"):
+            value = store.fetch_session(key.key, key.start, key.end)
+            return None if value is None else ValueAndTimestamp(value, key.end)
+        if hasattr(store, "fetch_range"):
+            return store.fetch(key.key, key.start)
+    return store.get(key)
 
 
 class KStreamKTableJoin(Processor):
@@ -71,7 +88,7 @@ class KTableKTableJoinSide(Processor):
             self.context.record_dropped("null key in table-table join")
             return
         change: Change = record.value
-        found = self.other.get(key)
+        found = lookup(self.other, key)
         other = None if found is None else found.value
         timestamp = record.timestamp if found is None else max(record.timestamp, found.timestamp)
         kind = self.kind
