@@ -10,7 +10,7 @@ from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
 from kstream_nb.dsl.grouped import KGroupedStream, KGroupedTable
 from kstream_nb.dsl.kstream import KStream
-from kstream_nb.dsl.ktable import KTable
+from kstream_nb.dsl.ktable import GlobalKTable, KTable
 from kstream_nb.errors import (
     DeserializationError,
     MissingSourceTopicError,
@@ -29,12 +29,14 @@ from kstream_nb.processor.api import (
     Record,
 )
 from kstream_nb.processor.expressions import col, lit
+from kstream_nb.processor.suppress import BufferConfig, Suppressed, until_time_limit, until_window_closes
 from kstream_nb.processor.timestamps import (
     FieldTimestampExtractor,
     RecordTimestampExtractor,
     TimestampExtractor,
     WallclockTimestampExtractor,
 )
+from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.test_driver import TopologyTestDriver
@@ -47,9 +49,12 @@ __version__ = "0.1.0"
 __all__ = [
     "STREAM_TIME",
     "WALL_CLOCK_TIME",
+    "BufferConfig",
     "Change",
     "DeserializationError",
     "FieldTimestampExtractor",
+    "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -65,12 +70,16 @@ __all__ = [
     "RecordTimestampExtractor",
     "Serde",
     "Serdes",
+    "SessionWindows",
+    "SlidingWindows",
     "State",
     "Stores",
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",
+    "Suppressed",
     "ThreadFailureResponse",
+    "TimeWindows",
     "TimestampExtractor",
     "TopicPartition",
     "Topology",
@@ -78,9 +87,12 @@ __all__ = [
     "TopologyTestDriver",
     "ValueAndTimestamp",
     "WallclockTimestampExtractor",
+    "Windowed",
     "col",
     "lit",
     "produce",
     "read_topic",
     "running_apps",
+    "until_time_limit",
+    "until_window_closes",
 ]

@@ -7,6 +7,7 @@ than the retention period behind the observed stream time are dropped.
 
 from __future__ import annotations
 
+import heapq
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +69,9 @@ class InMemoryWindowStore(_Store):
         self.retain_duplicates = retain_duplicates
         self._data: dict[Any, dict[int, Any]] = {}
         self._seq = 0
+        #: time index for expiry: window start -> keys holding it, and a heap of starts
+        self._by_start: dict[int, set[Any]] = {}
+        self._starts: list[int] = []
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         """Stores a value for the window (None deletes it unless duplicates are retained)."""
@@ -88,18 +92,25 @@ class InMemoryWindowStore(_Store):
             windows.setdefault(window_start, []).append(value)
         else:
             windows[window_start] = value
+        keys = self._by_start.get(window_start)
+        if keys is None:
+            keys = self._by_start[window_start] = set()
+            heapq.heappush(self._starts, window_start)
+        keys.add(key)
         self._expire()
 
     def _expire(self) -> None:
+        """Drops windows whose start is retention behind the observed stream time (cost: what expires)."""
         limit = self.observed_stream_time - self.retention_ms
-        if limit < 0:
-            return
-        for key in list(self._data):
-            windows = self._data[key]
-            for start in [s for s in windows if s <= limit]:
-                del windows[start]
-            if not windows:
-                del self._data[key]
+        starts = self._starts
+        while starts and starts[0] <= limit:
+            start = heapq.heappop(starts)
+            for key in self._by_start.pop(start, ()):
+                windows = self._data.get(key)
+                if windows is not None:
+                    windows.pop(start, None)
+                    if not windows:
+                        del self._data[key]
 
     def fetch(self, key: Any, window_start: int) -> Any:
         windows = self._data.get(key)
@@ -144,6 +155,7 @@ class InMemoryWindowStore(_Store):
     def close(self) -> None:
         super().close()
         self._data = {}
+        self._by_start, self._starts = {}, []
 
 
 class ChangeLoggingWindowStore:
@@ -201,6 +213,9 @@ class InMemorySessionStore(_Store):
     def __init__(self, name: str, retention_ms: int) -> None:
         super().__init__(name, retention_ms)
         self._data: dict[Any, dict[tuple[int, int], Any]] = {}
+        #: time index for expiry: session end -> (key, start) pairs, and a heap of ends
+        self._by_end: dict[int, set[tuple[Any, int]]] = {}
+        self._ends: list[int] = []
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
         """Stores a session's aggregate (None removes the session)."""
@@ -217,21 +232,28 @@ class InMemorySessionStore(_Store):
         if sessions is None:
             sessions = self._data[key] = {}
         sessions[(start, end)] = value
+        entries = self._by_end.get(end)
+        if entries is None:
+            entries = self._by_end[end] = set()
+            heapq.heappush(self._ends, end)
+        entries.add((key, start))
         self._expire()
 
     def remove(self, key: Any, start: int, end: int) -> None:
         self.put(key, start, end, None)
 
     def _expire(self) -> None:
+        """Drops sessions whose end is retention behind the observed stream time (cost: what expires)."""
         limit = self.observed_stream_time - self.retention_ms
-        if limit < 0:
-            return
-        for key in list(self._data):
-            sessions = self._data[key]
-            for window in [w for w in sessions if w[1] <= limit]:
-                del sessions[window]
-            if not sessions:
-                del self._data[key]
+        ends = self._ends
+        while ends and ends[0] <= limit:
+            end = heapq.heappop(ends)
+            for key, start in self._by_end.pop(end, ()):
+                sessions = self._data.get(key)
+                if sessions is not None:
+                    sessions.pop((start, end), None)
+                    if not sessions:
+                        del self._data[key]
 
     def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
         """Sessions of ``key`` with end >= earliest_end and start <= latest_start, by start."""
@@ -254,6 +276,7 @@ class InMemorySessionStore(_Store):
     def close(self) -> None:
         super().close()
         self._data = {}
+        self._by_end, self._ends = {}, []
 
 
 class ChangeLoggingSessionStore:
