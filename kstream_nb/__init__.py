@@ -4,6 +4,9 @@ Build a topology with ``StreamsBuilder``, run it with ``KafkaStreams`` (embedded
 default), test it with ``TopologyTestDriver``, and feed/inspect topics with ``produce``/``read_topic``.
 """
 
+import sys
+from typing import Any
+
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.cluster.serdes import Serde, Serdes
 from kstream_nb.cluster.topic_io import produce, read_topic
@@ -45,6 +48,43 @@ from kstream_nb.state.timestamped import ValueAndTimestamp
 from kstream_nb.topology.topology import Topology
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext kstream_nb``: the ``%%kstream`` magics, widgets and rich displays (imports IPython lazily)."""
+    from kstream_nb.jupyter.magics import load_ipython_extension as load
+
+    load(shell)
+
+
+def dashboard(app: KafkaStreams, **options: Any) -> Any:
+    """The live dashboard of an app (window chart, join table, topology, assignment, metrics)."""
+    from kstream_nb.jupyter import dashboard as make
+
+    return make(app, **options)
+
+
+KafkaStreams.dashboard = dashboard  # type: ignore[attr-defined]  # app.dashboard(); runtime stays notebook-free
+
+
+def _register_notebook_displays() -> None:
+    """Rich displays (topology graph, app state) when imported inside IPython; no import of IPython otherwise."""
+    if "IPython" not in sys.modules:
+        return
+    shell = sys.modules["IPython"].get_ipython()
+    if shell is not None and hasattr(shell, "display_formatter"):
+        from kstream_nb.jupyter.reprs import register_formatters
+
+        register_formatters(shell)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "widgets":  # ks.widgets.WindowChart, ... without importing ipywidgets on ``import kstream_nb``
+        import kstream_nb.jupyter.widgets as widgets
+
+        return widgets
+    raise AttributeError(f"module 'kstream_nb' has no attribute {name!r}")
+
 
 __all__ = [
     "STREAM_TIME",
@@ -89,6 +129,7 @@ __all__ = [
     "WallclockTimestampExtractor",
     "Windowed",
     "col",
+    "dashboard",
     "lit",
     "produce",
     "read_topic",
@@ -96,3 +137,5 @@ __all__ = [
     "until_time_limit",
     "until_window_closes",
 ]
+
+_register_notebook_displays()

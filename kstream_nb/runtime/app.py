@@ -342,7 +342,12 @@ class KafkaStreams:
         raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
 
     def _all_tasks_drained(self) -> bool:
-        return all(t.buffered() == 0 for th in list(self._threads) for t in list(th.tasks.values()))
+        if not all(t.buffered() == 0 for th in list(self._threads) for t in list(th.tasks.values())):
+            return False
+        # a source topic missing at the last rebalance that exists now: its tasks come with the next one
+        # (a Kafka group notices new topics at its next metadata refresh)
+        missing = {t for th in list(self._threads) for t in th.missing_topics}
+        return not any(self.admin.partition_count(t) is not None for t in missing)
 
     # ---- threads -------------------------------------------------------------------------------
 

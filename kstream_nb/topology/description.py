@@ -95,8 +95,5 @@ class TopologyDescription:
                 lines.append(f'  {ident}[("{name}")]')
         return "\n".join(lines + edges)
 
-    def _repr_markdown_(self) -> str:
-        return f"```mermaid\n{self.to_mermaid()}\n```"
-
     def __repr__(self) -> str:
         return str(self)
