@@ -185,7 +185,7 @@ class StreamsPartitionAssignor:
                 "missing_topics": list(self.missing_topics),
                 "all": {t.task_id: me for t in mine},
             }
-            return Assignment(frozenset(partitions), userdata)
+            return Assignment(frozenset(tp for t in mine for tp in t.partitions), userdata)
 
     def assign(
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
@@ -256,14 +256,24 @@ def balanced_sticky_assignment(tasks: list[TaskInfo], subscriptions: Mapping[str
         load[member] += 1
         sub_load[member, task.subtopology] = sub_load.get((member, task.subtopology), 0) + 1
 
-    for task in tasks:
-        owner = previous.get(task.task_id)
-        if (
-            owner is not None
-            and load[owner] < capacity
-            and sub_load.get((owner, task.subtopology), 0) < sub_capacity[task.subtopology]
-        ):
-            give(task, owner)
+    base, extra = divmod(len(tasks), len(members))
+    # tasks stay with their previous owner up to the floor share, then up to the ceiling while the number
+    # of members above the floor allows it: a new member always gets its share (Kafka's sticky balance)
+    for floor_pass in (True, False):
+        for task in tasks:
+            owner = previous.get(task.task_id)
+            if owner is None or task.task_id in owners:
+                continue
+            if sub_load.get((owner, task.subtopology), 0) >= sub_capacity[task.subtopology]:
+                continue
+            if floor_pass:
+                fits = load[owner] < base
+            else:
+                fits = load[owner] == base and extra > 0
+            if fits:
+                if not floor_pass:
+                    extra -= 1
+                give(task, owner)
     for task in sorted(tasks, key=lambda t: (t.subtopology, t.partition)):
         if task.task_id not in owners:
             member = min(
