@@ -7,6 +7,7 @@ default), test it with ``TopologyTestDriver``, and feed/inspect topics with ``pr
 import sys
 from typing import Any
 
+from kstream_nb.cluster.export import export_topic
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.cluster.serdes import Serde, Serdes
 from kstream_nb.cluster.topic_io import produce, read_topic
@@ -43,6 +44,7 @@ from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWin
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.test_driver import TopologyTestDriver
+from kstream_nb.spark import backtest
 from kstream_nb.state.builders import Stores
 from kstream_nb.state.timestamped import ValueAndTimestamp
 from kstream_nb.topology.topology import Topology
@@ -128,8 +130,10 @@ __all__ = [
     "ValueAndTimestamp",
     "WallclockTimestampExtractor",
     "Windowed",
+    "backtest",
     "col",
     "dashboard",
+    "export_topic",
     "lit",
     "produce",
     "read_topic",

@@ -1,0 +1,289 @@
+"""The backtest driver: a topology replayed over the history of its input topics on Spark, as the live run.
+
+How it runs (one Spark job per sub-topology, in dependency order):
+
+1. The user topics the topology reads are read with the ``kstream`` data source (``memory://`` topics are
+   first snapshotted to Parquet in the driver: Spark's workers cannot see the embedded cluster).
+2. A sub-topology's input records are grouped by partition number across its source topics
+   (``groupBy("partition").applyInPandas``): one group = one task, exactly as the live assignor makes them.
+3. In the worker the (cloudpickled) topology builds a fresh ``StreamTask`` for that partition, which
+   processes the records in the live runtime's order: lowest timestamp first across the task's
+   partitions, offset order within one. Every record the task writes is kept with the partition its
+   sink chose (murmur2 of the key bytes, or the sink's partitioner); the stores are read at the end.
+4. Records written to a repartition topic are the input of the sub-topologies that read it: grouping
+   them by their target partition is the Spark shuffle. Several upstream tasks write one partition;
+   their records are merged lowest timestamp first, each task's own order kept.
+
+Differences from a live run, by design:
+
+- Order across partitions: live, a task picks the lowest timestamp among the records it has *fetched*;
+  the backtest has all of them, so its order is the one a live run gets when every partition's data is
+  available (a topic produced long after another one is processed later live, earlier here if its
+  timestamps are older).
+- Interleaving of several writers of one partition: live, thread scheduling decides it; here the merge
+  by timestamp. Each writer's own order is the same, so per-key results are the same.
+- Time: stream-time punctuators fire (checked after every record, as the ``TopologyTestDriver``);
+  wall-clock punctuators never fire (there is no wall clock in a replay).
+- Records with a null key and no partitioner go round-robin per task (live: per producer).
+- An output topic that does not exist on the cluster gets 1 partition (``output_partitions`` overrides).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.export import archive_info, read_archive
+from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import StreamsError
+from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.spark.replay import OUT_DDL, StagePlan, order_output_partition, run_task
+from kstream_nb.spark.result import BacktestOutput, BacktestResult, BacktestStore
+from kstream_nb.spark.session import spark_session
+from kstream_nb.spark.source import read_topic, to_epoch_ms
+from kstream_nb.state.window_store import WindowStoreBuilder
+from kstream_nb.topology.topology import SinkSpec, SubTopology, Topology
+
+OUTPUT_DDL = (
+    "partition int, offset long, timestamp timestamp, key string, value string, "
+    "headers array<struct<key:string,value:binary>>, task int, key_bytes binary, value_bytes binary"
+)
+
+
+def stage_order(topology: Topology, resolve: Callable[[str], str]) -> list[SubTopology]:
+    """Sub-topologies so that each comes after those writing the topics it reads; a cycle is an error."""
+    subs = topology.subtopologies()
+    writers: dict[str, set[int]] = {}
+    for sub in subs:
+        for topic in sub.sink_topics:
+            writers.setdefault(resolve(topic), set()).add(sub.id)
+    deps = {s.id: {w for t in s.source_topics for w in writers.get(resolve(t), ()) if w != s.id} for s in subs}
+    done: list[SubTopology] = []
+    placed: set[int] = set()
+    while len(done) < len(subs):
+        ready = [s for s in subs if s.id not in placed and deps[s.id] <= placed]
+        if not ready:
+            cycle = sorted(s.id for s in subs if s.id not in placed)
+            raise StreamsError(
+                f"cannot backtest: sub-topologies {cycle} feed each other in a cycle (e.g. a foreign-key join); "
+                "the backtest runs sub-topologies one after another"
+            )
+        done.extend(ready)
+        placed.update(s.id for s in ready)
+    return done
+
+
+def backtest(
+    topology: Topology,
+    spark: Any = None,
+    bootstrap_servers: str = "memory://",
+    start: Any = None,
+    end: Any = None,
+    application_id: str = "backtest",
+    archives: Mapping[str, str] | None = None,
+    output_partitions: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+    client_config: Mapping[str, Any] | None = None,
+    **config: Any,
+) -> BacktestResult:
+    """Replays ``topology`` on Spark over its input topics' history; see the module doc.
+
+    ``start``/``end``: keep input records with ``start <= timestamp < end`` (epoch ms, ISO date-time or
+    datetime; None = all). ``archives``: topic -> Parquet archive (``export_topic``) to read instead of
+    the cluster. ``progress(message)`` is called as the stages run. Other keyword arguments are app
+    settings (``default_key_serde``, ``default_timestamp_extractor``, ...), as for ``KafkaStreams``.
+    """
+    started = time.perf_counter()
+    say = progress or (lambda message: None)
+    if not isinstance(topology, Topology):
+        raise TypeError(f"backtest needs a Topology (builder.build()), got {type(topology).__name__}")
+    topology.validate()
+    spark = spark if spark is not None else spark_session()
+    archives = dict(archives or {})
+    settings = {"application_id": application_id, "bootstrap_servers": bootstrap_servers, **config}
+    if client_config:
+        settings["client_config"] = dict(client_config)
+    streams_config = StreamsConfig.of(**settings)
+    resolve = lambda t: f"{application_id}-{t}" if topology.is_internal(t) else t  # noqa: E731
+    order = stage_order(topology, resolve)
+    written = {resolve(t) for s in order for t in s.sink_topics}
+    user_inputs = sorted({resolve(t) for s in order for t in s.source_topics} - written)
+    global_topics = sorted({spec.topic for spec in topology.global_stores.values()})
+    needs_cluster = any(t not in archives for t in [*user_inputs, *global_topics]) or any(
+        t not in (output_partitions or {}) and not topology.is_internal(t) for s in order for t in s.sink_topics
+    )
+    admin = connect(bootstrap_servers, client_config).admin() if needs_cluster else None
+
+    # ---- partition counts, as the live assignor computes them ----------------------------------------
+    known: dict[str, int] = {}
+    for topic in user_inputs:
+        if topic in archives:
+            known[topic] = int(archive_info(archives[topic])["partitions"])
+            continue
+        assert admin is not None
+        count = admin.partition_count(topic)
+        if count is None:
+            raise StreamsError(f"cannot backtest: input topic {topic!r} does not exist on {bootstrap_servers}")
+        known[topic] = count
+    counts = StreamsPartitionAssignor(topology, application_id, admin).partition_counts(known)  # type: ignore[arg-type]
+    sink_serdes = {}
+    for spec in topology.node_specs.values():
+        if isinstance(spec, SinkSpec) and not topology.is_internal(spec.topic):
+            sink_serdes[spec.topic] = (
+                spec.key_serde or streams_config.default_key_serde,
+                spec.value_serde or streams_config.default_value_serde,
+            )
+            if spec.topic not in counts:
+                override = (output_partitions or {}).get(spec.topic)
+                existing = admin.partition_count(spec.topic) if override is None and admin is not None else None
+                counts[spec.topic] = override or existing or 1
+    changelogs = frozenset(f"{application_id}-{store}-changelog" for store in topology.store_builders)
+    global_records = _global_records(topology, bootstrap_servers, archives, client_config)
+
+    # ---- input records -------------------------------------------------------------------------------
+    from pyspark.sql import functions as F
+
+    snapshot_dir = tempfile.mkdtemp(prefix="kstream-nb-backtest-")
+    inputs: dict[str, Any] = {}
+    for topic in user_inputs:
+        say(f"reading {topic!r} ({known[topic]} partitions)")
+        df = read_topic(
+            spark, topic, bootstrap_servers=bootstrap_servers, start=to_epoch_ms(start, "start"),
+            end=to_epoch_ms(end, "end"), path=archives.get(topic), client_config=client_config,
+            snapshot_dir=snapshot_dir,
+        )  # fmt: skip
+        inputs[topic] = df.select(
+            "topic", "partition", "offset", F.expr("unix_micros(timestamp) div 1000").alias("ts"),
+            "key", "value", "headers", F.lit(-1).alias("writer"), F.col("offset").alias("seq"),
+        )  # fmt: skip
+
+    # ---- the stages ----------------------------------------------------------------------------------
+    stage_outputs: list[Any] = []
+    produced: dict[str, list[Any]] = {}
+    stage_times: dict[int, float] = {}
+    for sub in order:
+        sources = [resolve(t) for t in sub.source_topics]
+        parts = [inputs[t] for t in sources if t in inputs]
+        for topic in sources:
+            for out in produced.get(topic, ()):
+                parts.append(
+                    out.where((F.col("kind") == "out") & (F.col("topic") == topic)).select(
+                        "topic", "partition", F.lit(-1).cast("long").alias("offset"), "ts", "key", "value",
+                        "headers", F.col("task").alias("writer"), "seq",
+                    )
+                )  # fmt: skip
+        if not parts:
+            continue
+        frame = parts[0]
+        for more in parts[1:]:
+            frame = frame.unionByName(more)
+        plan = StagePlan(topology, streams_config, sub.id, counts, changelogs, sink_serdes, global_records)
+        say(f"sub-topology {sub.id}: {max(counts.get(t, 1) for t in sources)} task(s) reading {sources}")
+        t0 = time.perf_counter()
+        out = frame.groupBy("partition").applyInPandas(_stage_function(plan), OUT_DDL).localCheckpoint(eager=True)
+        stage_times[sub.id] = time.perf_counter() - t0
+        say(f"sub-topology {sub.id} done in {stage_times[sub.id]:.1f}s")
+        stage_outputs.append(out)
+        for topic in sub.sink_topics:
+            produced.setdefault(resolve(topic), []).append(out)
+
+    # ---- results -------------------------------------------------------------------------------------
+    everything = stage_outputs[0] if stage_outputs else None
+    for more in stage_outputs[1:]:
+        everything = everything.unionByName(more)  # type: ignore[union-attr]
+    outputs: dict[str, BacktestOutput] = {}
+    for topic, serdes in sink_serdes.items():
+        source = (
+            None if everything is None else everything.where((F.col("kind") == "out") & (F.col("topic") == topic))
+        )
+        outputs[topic] = BacktestOutput(topic, _ordered_output(spark, source), serdes, counts[topic])
+    stores: dict[str, BacktestStore] = {}
+    for name, builder in topology.store_builders.items():
+        df = (
+            None if everything is None else everything.where((F.col("kind") == "store") & (F.col("topic") == name))
+        )
+        stores[name] = BacktestStore(name, spark, df, isinstance(builder, WindowStoreBuilder))
+    stats = (
+        [] if everything is None else [r.value_text for r in everything.where(F.col("kind") == "stat").collect()]
+    )
+    result = BacktestResult(outputs, stores, stats, counts, time.perf_counter() - started, stage_times)
+    result._snapshot_dir = snapshot_dir
+    say(f"backtest done in {result.seconds:.1f}s: {result.processed} records processed")
+    return result
+
+
+def _stage_function(plan: StagePlan) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    from pyspark import cloudpickle
+
+    try:
+        payload = cloudpickle.dumps(plan)
+    except Exception as e:
+        raise StreamsError(
+            f"cannot backtest: the topology cannot be pickled for Spark's workers ({type(e).__name__}: {e}); "
+            "functions must be picklable with cloudpickle (lambdas and module functions are; open files, "
+            "locks and connections captured by a function are not)"
+        ) from e
+    key = hash(payload)
+
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        from kstream_nb.spark import replay
+
+        cache = replay.__dict__.setdefault("_PLANS", {})
+        stage = cache.get(key)
+        if stage is None:
+            cache.clear()
+            stage = cache[key] = cloudpickle.loads(payload)
+        return run_task(stage, frame)
+
+    return run
+
+
+def _ordered_output(spark: Any, records: Any) -> Any:
+    if records is None:
+        return spark.createDataFrame([], OUTPUT_DDL)
+    return records.groupBy("partition").applyInPandas(order_output_partition, OUTPUT_DDL)
+
+
+def _global_records(
+    topology: Topology,
+    bootstrap_servers: str,
+    archives: Mapping[str, str],
+    client_config: Mapping[str, Any] | None,
+) -> dict[str, list[Any]]:
+    """The raw records of every global-store topic, read in the driver (global tables are small)."""
+    from kstream_nb.cluster.export import read_partition_raw
+
+    result: dict[str, list[Any]] = {}
+    for spec in topology.global_stores.values():
+        topic = spec.topic
+        rows: list[Any] = []
+        headers: Any
+        if topic in archives:
+            frame = read_archive(archives[topic])
+            for r in frame.itertuples(index=False):
+                ts = int(pd.Timestamp(r.timestamp).value // 1_000_000)
+                headers = tuple((h["key"], h["value"]) for h in (r.headers if r.headers is not None else ()))
+                rows.append((int(r.partition), int(r.offset), ts, r.key, r.value, headers))
+        else:
+            cluster = connect(bootstrap_servers, client_config)
+            admin = cluster.admin()
+            count = admin.partition_count(topic)
+            if count is None:
+                raise StreamsError(
+                    f"cannot backtest: global table topic {topic!r} does not exist on {bootstrap_servers}"
+                )
+            tps = [TopicPartition(topic, p) for p in range(count)]
+            begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
+            for tp in tps:
+                for offsets, timestamps, keys, values, headers in read_partition_raw(
+                    cluster, tp, begins[tp], ends[tp]
+                ):
+                    rows.extend(zip([tp.partition] * len(offsets), offsets, timestamps, keys, values, headers))
+        result[topic] = rows
+    return result
