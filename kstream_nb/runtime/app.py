@@ -96,7 +96,9 @@ class KafkaStreams:
         self.process_id = uuid.uuid4().hex[:8]
         self.cluster = connect(bootstrap_servers, self.config.client_config)
         self.admin = self.cluster.admin()
-        self.assignor = StreamsPartitionAssignor(topology, application_id, self.admin)
+        self.assignor = StreamsPartitionAssignor(
+            topology, application_id, self.admin, self.config.num_standby_replicas
+        )
         self._state = State.CREATED
         self._lock = threading.RLock()
         self._threads: list[StreamThread] = []
@@ -416,6 +418,13 @@ class KafkaStreams:
         """Thread name -> task id -> partitions, for this instance's active tasks."""
         return {t.name: t.assignment() for t in list(self._threads)}
 
+    def standby_assignment(self) -> dict[str, dict[str, list[str]]]:
+        """Thread name -> standby task id -> the changelog partitions it keeps warm (num_standby_replicas)."""
+        return {
+            t.name: {tid: sorted(map(str, sb.changelogs)) for tid, sb in sorted(dict(t.standbys).items())}
+            for t in list(self._threads)
+        }
+
     def group_assignment(self) -> dict[str, dict[str, str]]:
         """Every instance and thread of the application: task id -> {"thread", "instance"} (last rebalance)."""
         for thread in list(self._threads):
@@ -459,6 +468,10 @@ class KafkaStreams:
             "commit-total": sum(th.commit_total for th in threads),
             "lag": self.lag(),
             "restored-records-total": sum(th.restored_records for th in threads),
+            "standby-tasks": sum(len(th.standbys) for th in list(self._threads)),
+            "standby-records-applied": sum(
+                sb.applied for th in list(self._threads) for sb in list(th.standbys.values())
+            ),
             "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
             "missing-source-topics": self.missing_source_topics()
             if self._state in (State.REBALANCING, State.RUNNING)

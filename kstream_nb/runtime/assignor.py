@@ -43,7 +43,10 @@ def task_id_of(subtopology: int, partition: int) -> str:
 class StreamsPartitionAssignor:
     """Computes tasks (one per partition number of each sub-topology) and assigns them sticky and balanced."""
 
-    def __init__(self, topology: Topology, application_id: str, admin: Admin) -> None:
+    def __init__(
+        self, topology: Topology, application_id: str, admin: Admin, num_standby_replicas: int = 0
+    ) -> None:
+        self.num_standby_replicas = num_standby_replicas
         self.topology = topology
         self.application_id = application_id
         self.admin = admin
@@ -174,9 +177,9 @@ class StreamsPartitionAssignor:
                         f"{t!r} ({counts[t]} partitions)" for t in sorted({tp.topic for tp in task.partitions})
                     )
                     raise TopologyError(
-                        f"task {task.task_id} reads {listed}, which the Kafka group assigned to different members: "
-                        "a sub-topology with state stores needs source topics with the same partition count; "
-                        "repartition them to one count first"
+                        f"task {task.task_id} reads {listed}, which the Kafka group assigned to different "
+                        "members: a sub-topology with state stores needs source topics with the same partition "
+                        "count; repartition them to one count first"
                     )
                 mine.append(TaskInfo(task.task_id, task.subtopology, task.partition, got))
             me = _thread_of("", subscription), _process_of(subscription)
@@ -186,6 +189,34 @@ class StreamsPartitionAssignor:
                 "all": {t.task_id: me for t in mine},
             }
             return Assignment(frozenset(tp for t in mine for tp in t.partitions), userdata)
+
+    def standby_assignment(
+        self, tasks: list[TaskInfo], owners: Mapping[str, str], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, set[str]]:
+        """Member -> standby task ids: ``num_standby_replicas`` warm copies per stateful task, each on another
+        instance than the active one (as Kafka Streams), preferring members that already hold the copy."""
+        if self.num_standby_replicas <= 0:
+            return {}
+        stateful = _logged_subtopologies(self.topology)
+        held: dict[str, set[str]] = {
+            m: set((sub.userdata or {}).get("prev_standbys", ())) for m, sub in subscriptions.items()
+        }
+        load = dict.fromkeys(subscriptions, 0)
+        result: dict[str, set[str]] = {}
+        for task in tasks:
+            if task.subtopology not in stateful:
+                continue
+            active = owners[task.task_id]
+            used = {_process_of(subscriptions[active])}
+            for _ in range(self.num_standby_replicas):
+                candidates = [m for m in sorted(subscriptions) if _process_of(subscriptions[m]) not in used]
+                if not candidates:
+                    break
+                choice = min(candidates, key=lambda m: (task.task_id not in held[m], load[m], m))
+                result.setdefault(choice, set()).add(task.task_id)
+                load[choice] += 1
+                used.add(_process_of(subscriptions[choice]))
+        return result
 
     def assign(
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
@@ -199,12 +230,14 @@ class StreamsPartitionAssignor:
             self.ensure_internal_topics(counts)
             tasks = self.tasks(counts)
             owners = balanced_sticky_assignment(tasks, subscriptions)
+            standbys = self.standby_assignment(tasks, owners, subscriptions)
             result = {}
             for member in subscriptions:
                 mine = [t for t in tasks if owners[t.task_id] == member]
                 partitions = frozenset(tp for t in mine for tp in t.partitions)
                 userdata = {
                     "active": {t.task_id: list(t.partitions) for t in mine},
+                    "standby": sorted(standbys.get(member, ())),
                     "missing_topics": list(self.missing_topics),
                     "all": {
                         t.task_id: (
@@ -216,6 +249,12 @@ class StreamsPartitionAssignor:
                 }
                 result[member] = Assignment(partitions, userdata)
             return result
+
+
+def _logged_subtopologies(topology: Topology) -> set[int]:
+    """Sub-topologies with at least one changelogged store (only those get standby tasks)."""
+    logged = {n for n, b in topology.store_builders.items() if getattr(b, "logging_enabled", False)}
+    return {sub.id for sub in topology.subtopologies() if logged & set(sub.stores)}
 
 
 def _thread_of(member: str, subscription: Subscription) -> Any:
@@ -249,6 +288,9 @@ def balanced_sticky_assignment(tasks: list[TaskInfo], subscriptions: Mapping[str
     previous: dict[str, str] = {}
     for member in members:
         for task_id in (subscriptions[member].userdata or {}).get("prev_tasks", ()):
+            previous.setdefault(task_id, member)
+    for member in members:  # no previous owner left: a member with a warm standby copy takes it (seed 004)
+        for task_id in (subscriptions[member].userdata or {}).get("prev_standbys", ()):
             previous.setdefault(task_id, member)
 
     def give(task: TaskInfo, member: str) -> None:

@@ -17,8 +17,10 @@ def restore_task(
     admin: Admin,
     progress: Callable[[str, int, int], None] | None = None,
     timeout_s: float = 300.0,
+    start_offsets: dict[TopicPartition, int] | None = None,
 ) -> int:
-    """Replays each store's changelog partition from its beginning to its end; returns records restored."""
+    """Replays each store's changelog partition from its beginning (or checkpoint / warm standby position)
+    to its end; returns the number of records restored."""
     changelogs = task.changelog_partitions()
     if not changelogs:
         return 0
@@ -31,6 +33,9 @@ def restore_task(
     for tp in task.persistent_changelogs():
         if tp in begins and begins[tp] <= checkpoint.get(tp, -1) <= ends[tp]:
             begins[tp] = checkpoint[tp]  # the store on disk already holds everything before this offset
+    for tp, offset in (start_offsets or {}).items():
+        if tp in begins and begins[tp] <= offset <= ends[tp]:
+            begins[tp] = offset  # a warm standby copy already holds everything before this offset
     todo = {tp for tp in existing if ends[tp] > begins[tp]}
     if not todo:
         return 0

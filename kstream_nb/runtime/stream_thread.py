@@ -18,6 +18,7 @@ from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.restore import restore_task
+from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask
 from kstream_nb.topology.topology import Topology
 
@@ -128,6 +129,9 @@ class StreamThread(threading.Thread):
             {"client.id": client, "auto.offset.reset": config.auto_offset_reset, **config.client_config},
         )
         self.restore_consumer = cluster.consumer(None, {"client.id": f"{client}-restore"})
+        self.standby_consumer = cluster.consumer(None, {"client.id": f"{client}-standby"})
+        self.standbys: dict[str, StandbyTask] = {}
+        self._suspended: dict[str, StreamTask] = {}
         self.producer = cluster.producer({"client.id": client, **config.client_config})
         self.collector = ProducerCollector(self.producer, self.admin)
         self.tasks: dict[str, StreamTask] = {}
@@ -166,13 +170,25 @@ class StreamThread(threading.Thread):
 
     def _userdata(self) -> dict[str, Any]:
         # called when joining a rebalance, after the revocation closed the tasks: report the last assigned
-        return {"process_id": self.process_id, "thread": self.name, "prev_tasks": sorted(self._prev_tasks)}
+        return {
+            "process_id": self.process_id,
+            "thread": self.name,
+            "prev_tasks": sorted(self._prev_tasks),
+            "prev_standbys": sorted(self.standbys),
+        }
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         self._set_state("PARTITIONS_REVOKED")
-        if self.error is None:
-            self._commit(force=True)
-        self._close_tasks()
+        if self.error is not None:
+            self._close_tasks()
+            return
+        self._commit(force=True)
+        # suspend rather than close: a task assigned back to this thread keeps its stores (no restore)
+        for task in self.tasks.values():
+            task.suspend()
+        self._suspended.update(self.tasks)
+        self.tasks = {}
+        self._by_partition = {}
 
     def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None:
         self._set_state("PARTITIONS_ASSIGNED")
@@ -180,7 +196,15 @@ class StreamThread(threading.Thread):
         self.missing_topics = list(userdata.get("missing_topics", []))
         self.group_view = dict(userdata.get("all", {}))
         subs = {s.id: s for s in self.topology.subtopologies()}
-        for task_id, tps in userdata.get("active", {}).items():
+        active = userdata.get("active", {})
+        for task_id in [t for t in self._suspended if t not in active]:
+            self._close_task(self._suspended.pop(task_id))
+        warm = self._update_standbys(set(userdata.get("standby", ())), set(active), subs)
+        for task_id, tps in active.items():
+            resumed = self._suspended.pop(task_id, None)
+            if resumed is not None:
+                self._add_task(resumed, tps)
+                continue
             sub_id, partition = (int(x) for x in task_id.split("_"))
             task = StreamTask(
                 task_id,
@@ -194,11 +218,13 @@ class StreamThread(threading.Thread):
                 self.global_stores,
             )
             try:
+                start = warm[task_id].adopt_into(task) if task_id in warm else None
                 self.restored_records += restore_task(
                     task,
                     self.restore_consumer,
                     self.admin,
                     lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
+                    start_offsets=start,
                 )
                 task.initialize()
             except BaseException:
@@ -208,25 +234,68 @@ class StreamThread(threading.Thread):
                 except Exception:
                     log.exception("closing task %s after a failed start failed", task_id)
                 raise
-            # lag and idleness count from where the group committed, not from the partition's start
-            task_tps = [TopicPartition(*tp) for tp in tps]
-            task.set_start_offsets(
-                {tp: off for tp, off in self.consumer.committed(task_tps).items() if off is not None}
-            )
-            self.tasks[task_id] = task
-            for tp in tps:
-                self._by_partition[TopicPartition(*tp)] = task
+            self._add_task(task, tps)
         self._prev_tasks = sorted(self.tasks)
         self._set_state("RUNNING")
 
+    # ---- standby tasks: warm copies of other instances' stores ----------------------------------
+
+    def _update_standbys(self, wanted: set[str], active: set[str], subs: dict[int, Any]) -> dict[str, StandbyTask]:
+        """Keeps the standby tasks the group gave this thread; returns those now becoming active (warm)."""
+        promoted = {tid: self.standbys.pop(tid) for tid in list(self.standbys) if tid in active}
+        for tid in [t for t in self.standbys if t not in wanted]:
+            self.standbys.pop(tid).close()
+        for tid in wanted - set(self.standbys) - active:
+            sub_id, partition = (int(x) for x in tid.split("_"))
+            self.standbys[tid] = StandbyTask(
+                StreamTask(tid, subs[sub_id], partition, self.topology, self.config, self.collector, wall_clock_ms)
+            )
+        self._assign_standby_consumer()
+        return promoted
+
+    def _assign_standby_consumer(self) -> None:
+        positions = {tp: off for sb in self.standbys.values() for tp, off in sb.positions.items()}
+        changelogs = {tp for sb in self.standbys.values() for tp in sb.changelogs}
+        existing = {tp for tp in changelogs if self.admin.partition_count(tp.topic) is not None}
+        self.standby_consumer.assign(existing)
+        begins = self.admin.beginning_offsets(existing) if existing else {}
+        for tp in existing:
+            self.standby_consumer.seek(tp, positions.get(tp, begins[tp]))
+
+    def _update_standby_stores(self) -> None:
+        if not self.standbys:
+            return
+        by_changelog = {tp: sb for sb in self.standbys.values() for tp in sb.changelogs}
+        if set(by_changelog) - self.standby_consumer.assignment():
+            self._assign_standby_consumer()  # a changelog topic appeared since the assignment
+        for batch in self.standby_consumer.poll(0):
+            tp = TopicPartition(batch.topic, batch.partition)
+            standby = by_changelog.get(tp)
+            if standby is not None:
+                standby.apply(tp, batch)
+
+    def _add_task(self, task: StreamTask, tps: Any) -> None:
+        # lag and idleness count from where the group committed, not from the partition's start
+        task_tps = [TopicPartition(*tp) for tp in tps]
+        task.set_start_offsets(
+            {tp: off for tp, off in self.consumer.committed(task_tps).items() if off is not None}
+        )
+        self.tasks[task.task_id] = task
+        for tp in task_tps:
+            self._by_partition[tp] = task
+
+    def _close_task(self, task: StreamTask) -> None:
+        self._closed_processed += task.processed_total
+        try:
+            task.close()
+        except Exception:
+            log.exception("closing task %s failed", task.task_id)
+
     def _close_tasks(self) -> None:
-        for task in self.tasks.values():
-            self._closed_processed += task.processed_total
-            try:
-                task.close()
-            except Exception:
-                log.exception("closing task %s failed", task.task_id)
+        for task in [*self.tasks.values(), *self._suspended.values()]:
+            self._close_task(task)
         self.tasks = {}
+        self._suspended = {}
         self._by_partition = {}
 
     # ---- the loop ------------------------------------------------------------------------------
@@ -268,13 +337,21 @@ class StreamThread(threading.Thread):
                 task.punctuate()
             if not self._exactly_once:
                 self._publish()
+            self._update_standby_stores()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()
 
     def _publish(self) -> None:
-        """Sends the iteration's output, then makes the consumed positions visible (lag, idleness)."""
+        """Sends the iteration's output, then makes the consumed positions visible (lag, idleness).
+
+        With an asynchronous producer (Kafka) the positions become visible once everything sent has been
+        acknowledged, so that no lag 0 is seen while outputs are still on their way to the next topic.
+        """
         self.collector.flush()
+        in_flight = getattr(self.producer, "in_flight", None)
+        if in_flight is not None and in_flight():
+            return
         for task in self.tasks.values():
             task.published = dict(task.consumed)
 
@@ -297,8 +374,9 @@ class StreamThread(threading.Thread):
             task_offsets = task.offsets_to_commit()
             offsets.update(task_offsets)
             per_task.append((task, task_offsets))
-        self._publish()
+        self.collector.flush()
         self.producer.flush()
+        self._publish()
         if offsets:
             self.consumer.commit(offsets)
             self.commit_total += 1
@@ -318,7 +396,10 @@ class StreamThread(threading.Thread):
                 # at-least-once: what was processed before a failure is still delivered (offsets not committed)
                 self.collector.flush()
         finally:
-            for closer in (self.consumer.close, self.restore_consumer.close, self.producer.close):
+            for standby in self.standbys.values():
+                standby.close()
+            closers = (self.consumer.close, self.restore_consumer.close, self.standby_consumer.close)
+            for closer in (*closers, self.producer.close):
                 try:
                     closer()
                 except Exception:

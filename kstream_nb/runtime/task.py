@@ -212,6 +212,12 @@ class StreamTask:
         for node in self.nodes:
             node.init(self)
 
+    def suspend(self) -> None:
+        """A rebalance took the task's partitions: drop buffered records (they are fetched again from the
+        committed offsets if the task comes back); processors and stores stay as they are."""
+        for queue in self.queues.values():
+            queue.clear()
+
     def changelog_partitions(self) -> dict[TopicPartition, RegisteredStore]:
         return {r.changelog: r for r in self.stores.values() if r.changelog is not None}
 
