@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ RESERVED_COLUMNS = ("key", "timestamp", "partition", "headers")
 READ_COLUMNS = ["partition", "offset", "timestamp", "key", "value", "headers"]
 
 Timestamps = int | Sequence[int] | np.ndarray | None
+_STALL_S = 10.0
 
 
 def produce(
@@ -32,6 +34,7 @@ def produce(
     key_serde: SerdeSpec = "json",
     value_serde: SerdeSpec = "json",
     headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+    client_config: Mapping[str, Any] | None = None,
 ) -> int:
     """Writes records to ``topic`` (created with ``partitions`` if missing); returns how many were written.
 
@@ -39,8 +42,9 @@ def produce(
     ``headers``) attributes, or a DataFrame: with a ``value`` column one record per row; without one, the
     non-reserved columns are the fields of dict values, stored as columnar batches.
     ``timestamps``: one int ms per record, or a start ms (record i gets start + i).
+    ``client_config``: Kafka client settings (``security.protocol``, ``sasl.*``...) for a Kafka cluster.
     """
-    cluster = connect(bootstrap_servers)
+    cluster = connect(bootstrap_servers, client_config)
     kser, vser = serde_from(key_serde), serde_from(value_serde)
     admin = cluster.admin()
     admin.create_topics([TopicSpec(topic, partitions)], exist_ok=True)
@@ -222,13 +226,15 @@ def read_topic(
     value_serde: SerdeSpec = "json",
     from_beginning: bool = True,
     max_records: int | None = None,
+    client_config: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
 
     ``max_records`` caps the rows (partition by partition); with ``from_beginning=False`` it gives the
     last ``max_records`` records of each partition (and nothing without it).
+    ``client_config``: Kafka client settings (``security.protocol``, ``sasl.*``...) for a Kafka cluster.
     """
-    cluster = connect(bootstrap_servers)
+    cluster = connect(bootstrap_servers, client_config)
     kser, vser = serde_from(key_serde), serde_from(value_serde)
     admin = cluster.admin()
     count = admin.partition_count(topic)
@@ -279,11 +285,16 @@ def _read_partition(
     consumer.assign([tp])
     consumer.seek(tp, start)
     taken = 0
+    progress_at = time.monotonic()
     while consumer.position(tp) < end and (limit is None or taken < limit):
         before = consumer.position(tp)
-        batches = consumer.poll(0.0, 10_000 if limit is None else min(10_000, limit - taken))
+        batches = consumer.poll(0.2, 10_000 if limit is None else min(10_000, limit - taken))
         if not batches and consumer.position(tp) == before:
-            break
+            # a remote broker may take a moment to answer; nothing for this long means nothing more
+            if time.monotonic() - progress_at > _STALL_S:
+                break
+            continue
+        progress_at = time.monotonic()
         for batch in batches:
             for rec in batch.records:
                 if rec.offset >= end or (limit is not None and taken >= limit):

@@ -28,9 +28,12 @@ def test_default_cluster_name() -> None:
     assert get_cluster("memory://").bootstrap_servers == "memory://"
 
 
-def test_connect_rejects_kafka_for_now() -> None:
-    with pytest.raises(StreamsError, match="Kafka adapter is not available"):
-        connect("localhost:9092")
+def test_connect_picks_kafka_for_host_port() -> None:
+    from kstream_nb.cluster.kafka import KafkaCluster
+
+    assert isinstance(connect("localhost:9092"), KafkaCluster)  # no connection is made until used
+    with pytest.raises(StreamsError, match="bootstrap_servers"):
+        connect("")
 
 
 def test_admin_topics(cluster: MemoryCluster) -> None:

@@ -1,0 +1,629 @@
+"""A real Kafka cluster through confluent-kafka (librdkafka): ``bootstrap_servers="host:port,..."``.
+
+``KafkaCluster(bootstrap_servers, config)`` implements the cluster contract (``cluster/base.py``):
+
+- every client setting passes through: ``config`` (``security.protocol``, ``sasl.*``, ``ssl.*``, ...) goes
+  to every admin, producer and consumer of the cluster; settings that only apply to consumers
+  (``session.timeout.ms``, ``fetch.*``...) or only to producers (``linger.ms``, ``acks``...) are kept away
+  from the other kind of client so librdkafka does not warn about them;
+- producers use Java's partitioner (``partitioner=murmur2_random``), so keyed records land where Java
+  clients and Kafka Streams put them (``cluster.partitioner.default_partition``); a failed delivery is
+  raised by the next ``send``/``flush``;
+- ``Admin.end_offsets`` reads each partition to its end (librdkafka's end-of-partition event) instead of
+  trusting the ListOffsets answer: some Kafka-protocol brokers (tansu) answer with the base offset of the
+  last record batch there. The probe starts at the broker's answer (or the last end it saw), so it
+  only fetches the tail;
+- librdkafka turns a record timestamp of 0 into "now": records produced with timestamp 0 get the
+  current time (the embedded cluster keeps 0).
+
+Consumers, and how stream tasks are assigned to group members, are in ``kafka_consumer.py``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from kstream_nb.cluster.base import (
+    Admin,
+    Cluster,
+    Producer,
+    RecordMetadata,
+    TopicDescription,
+    TopicExistsError,
+    TopicSpec,
+)
+from kstream_nb.cluster.kafka_consumer import KafkaConsumer
+from kstream_nb.cluster.records import Headers, TopicPartition
+from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
+
+log = logging.getLogger("kstream_nb.kafka")
+
+#: Settings librdkafka only knows for consumers (prefixes end with a dot).
+CONSUMER_ONLY = (
+    "group.",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "partition.assignment.strategy",
+    "fetch.",
+    "queued.",
+    "isolation.level",
+    "enable.partition.eof",
+    "check.crcs",
+    "max.partition.fetch.bytes",
+    "coordinator.query.interval.ms",
+    "consume.callback.max.messages",
+    "offset.store.",
+    "auto.commit.enable",
+    "on_commit",
+)
+#: Settings librdkafka only knows for producers.
+PRODUCER_ONLY = (
+    "partitioner",
+    "linger.ms",
+    "queue.buffering.",
+    "batch.",
+    "acks",
+    "request.required.acks",
+    "request.timeout.ms",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "compression.",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "transactional.id",
+    "transaction.timeout.ms",
+    "retries",
+    "message.send.max.retries",
+    "sticky.partitioning.linger.ms",
+    "delivery.report.only.error",
+    "on_delivery",
+    "dr_cb",
+    "dr_msg_cb",
+    "produce.offset.report",
+    "queuing.strategy",
+)
+
+
+def _matches(key: str, names: tuple[str, ...]) -> bool:
+    return any(key.startswith(n) if n.endswith(".") else key == n for n in names)
+
+
+def config_for(role: str, *configs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merges configs (later wins) and drops the settings that do not apply to ``role``.
+
+    ``role`` is ``"consumer"``, ``"producer"`` or ``"admin"`` (admins take neither kind).
+    """
+    merged: dict[str, Any] = {}
+    for config in configs:
+        if config:
+            merged.update(config)
+    drop: tuple[str, ...] = ()
+    if role == "consumer":
+        drop = PRODUCER_ONLY
+    elif role == "producer":
+        drop = CONSUMER_ONLY
+    elif role == "admin":
+        drop = CONSUMER_ONLY + PRODUCER_ONLY
+    return {k: v for k, v in merged.items() if not _matches(k, drop)}
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The librdkafka error code of a KafkaException (None for other exceptions)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return int(exc.args[0].code())
+    return None
+
+
+def as_tp(tp: Any) -> TopicPartition:
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
+
+
+class KafkaCluster(Cluster):
+    """A Kafka cluster reached through confluent-kafka; ``config`` is given to every client.
+
+    One admin client and one end-offset probe consumer are shared by the cluster's ``Admin`` views;
+    ``close()`` (also run at exit) releases them.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout_s: float = 30.0
+    ) -> None:
+        if not isinstance(bootstrap_servers, str) or not bootstrap_servers.strip():
+            raise StreamsError(f"bootstrap_servers must be 'host:port[,host:port...]', got {bootstrap_servers!r}")
+        self.bootstrap_servers = bootstrap_servers.strip()
+        self.config: dict[str, Any] = {
+            "logger": logging.getLogger("kstream_nb.librdkafka"),
+            **(config or {}),
+            "bootstrap.servers": self.bootstrap_servers,
+        }
+        self.timeout_s = timeout_s
+        self._lock = threading.RLock()
+        self._admin_client: AdminClient | None = None
+        self._probe: CKConsumer | None = None
+        self._probe_lock = threading.Lock()
+        self._known_ends: dict[TopicPartition, int] = {}
+        _LIVE.add(self)
+
+    def __repr__(self) -> str:
+        return f"KafkaCluster({self.bootstrap_servers!r})"
+
+    # ---- clients -------------------------------------------------------------------------------
+
+    def admin(self) -> KafkaAdmin:
+        return KafkaAdmin(self)
+
+    def producer(self, config: Mapping[str, Any] | None = None) -> KafkaProducer:
+        return KafkaProducer(self, config or {})
+
+    def consumer(self, group_id: str | None, config: Mapping[str, Any] | None = None) -> KafkaConsumer:
+        """A group member, or (``group_id=None``) a reader of manually assigned partitions.
+
+        Readers (restoring stores, ``read_topic``) read to the end of partitions one after the other: a
+        short ``fetch.wait.max.ms`` keeps the broker from holding their fetch at each partition's end.
+        """
+        defaults = {"fetch.wait.max.ms": 20} if group_id is None else {}
+        return KafkaConsumer(self, group_id, config_for("consumer", defaults, self.config, config))
+
+    def admin_client(self) -> AdminClient:
+        with self._lock:
+            if self._admin_client is None:
+                conf = config_for("admin", self.config)
+                conf.setdefault("allow.auto.create.topics", False)
+                self._admin_client = AdminClient(conf)
+            return self._admin_client
+
+    def close(self) -> None:
+        """Closes the shared probe consumer and lets go of the admin client (both reopen when used)."""
+        with self._lock:
+            self._admin_client = None
+        with self._probe_lock:
+            probe, self._probe = self._probe, None
+        if probe is not None:
+            try:
+                probe.close()
+            except Exception:  # pragma: no cover - closing at exit
+                log.debug("closing the end-offset probe failed", exc_info=True)
+
+    # ---- metadata ------------------------------------------------------------------------------
+
+    def partition_counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
+        """Partition counts of the given topics that exist (all topics when None), from one metadata call."""
+        metadata = self._metadata()
+        wanted = None if topics is None else set(topics)
+        return {
+            name: len(meta.partitions)
+            for name, meta in metadata.topics.items()
+            if meta.error is None and (wanted is None or name in wanted)
+        }
+
+    def _metadata(self, topic: str | None = None) -> Any:
+        client = self.admin_client()
+        client.poll(0)  # hands the client's queued log lines to Python logging
+        try:
+            return client.list_topics(topic=topic, timeout=self.timeout_s)
+        except KafkaException as e:
+            raise StreamsError(f"cannot read metadata from {self.bootstrap_servers}: {e}") from e
+
+    # ---- end offsets read to the end -----------------------------------------------------------
+
+    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """One past the last offset of each partition, found by fetching to the end of the partition."""
+        if not partitions:
+            return {}
+        with self._probe_lock:
+            if self._probe is None:
+                conf = config_for("consumer", self.config)
+                conf.update(
+                    {
+                        "group.id": "kstream-nb-end-offsets",
+                        "enable.auto.commit": False,
+                        "enable.partition.eof": True,
+                        "auto.offset.reset": "earliest",
+                        "fetch.wait.max.ms": 5,
+                        "fetch.error.backoff.ms": 5,
+                    }
+                )
+                self._probe = CKConsumer(conf)
+            probe = self._probe
+            starts = {tp: self._known_ends.get(tp) for tp in partitions}
+            unknown = [tp for tp, s in starts.items() if s is None]
+            if unknown:
+                starts.update(self._listed_offsets(unknown, OffsetSpec.latest()))
+            probe.assign([CKTopicPartition(tp.topic, tp.partition, max(0, s or 0)) for tp, s in starts.items()])
+            ends: dict[TopicPartition, int] = {}
+            seen: dict[TopicPartition, int] = {}
+            deadline = time.monotonic() + self.timeout_s
+            try:
+                while len(ends) < len(starts):
+                    if time.monotonic() > deadline:
+                        # a partition written faster than we read: the furthest point seen is the end now
+                        for tp, start in starts.items():
+                            ends.setdefault(tp, max(seen.get(tp, 0), start or 0))
+                        break
+                    messages = probe.consume(1, 0.1)
+                    if messages:
+                        messages += probe.consume(10_000, 0)
+                    for msg in messages:
+                        tp = TopicPartition(msg.topic(), msg.partition())  # type: ignore[arg-type]
+                        err = msg.error()
+                        if err is None:
+                            seen[tp] = msg.offset() + 1  # type: ignore[operator]
+                        elif err.code() == KafkaError._PARTITION_EOF:
+                            if tp in starts:
+                                ends[tp] = msg.offset()  # type: ignore[assignment]
+                        elif err.fatal() or err.code() in (
+                            KafkaError.UNKNOWN_TOPIC_OR_PART,
+                            KafkaError._UNKNOWN_TOPIC,
+                        ):
+                            raise StreamsError(f"cannot read the end of {tp}: {err.str()}")
+            finally:
+                probe.assign([])
+            self._known_ends.update(ends)
+            return ends
+
+    def _listed_offsets(self, partitions: list[TopicPartition], spec: Any) -> dict[TopicPartition, int]:
+        request = {CKTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
+        futures = self.admin_client().list_offsets(request, request_timeout=self.timeout_s)
+        out = {}
+        for ck_tp, future in futures.items():
+            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+            try:
+                out[tp] = int(future.result().offset)
+            except KafkaException as e:
+                raise StreamsError(f"cannot list offsets of {tp} on {self.bootstrap_servers}: {e}") from e
+        return out
+
+    def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._listed_offsets(partitions, OffsetSpec.earliest()) if partitions else {}
+
+    def forget_ends(self, topics: Iterable[str]) -> None:
+        names = set(topics)
+        with self._probe_lock:
+            self._known_ends = {tp: e for tp, e in self._known_ends.items() if tp.topic not in names}
+
+
+class KafkaAdmin(Admin):
+    """Topic administration through the cluster's shared AdminClient."""
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+
+    def _client(self) -> AdminClient:
+        return self.cluster.admin_client()
+
+    def create_topics(self, specs: Iterable[TopicSpec], exist_ok: bool = False) -> None:
+        specs = list(specs)
+        if not specs:
+            return
+        for spec in specs:
+            if spec.partitions < 1:
+                raise StreamsError(f"topic {spec.name!r}: partitions must be >= 1, got {spec.partitions}")
+        new = [
+            NewTopic(s.name, num_partitions=s.partitions, config={k: str(v) for k, v in s.config.items()})
+            for s in specs
+        ]
+        futures = self._client().create_topics(new, request_timeout=self.cluster.timeout_s)
+        created = []
+        for name, future in futures.items():
+            try:
+                future.result()
+                created.append(name)
+            except KafkaException as e:
+                if error_code(e) == KafkaError.TOPIC_ALREADY_EXISTS:
+                    if exist_ok:
+                        continue
+                    raise TopicExistsError(name) from e
+                raise StreamsError(f"cannot create topic {name!r} on {self.cluster.bootstrap_servers}: {e}") from e
+        self._wait_for(lambda counts: all(n in counts for n in created), f"topics {created} to appear")
+
+    def _wait_for(self, done: Any, what: str) -> None:
+        deadline = time.monotonic() + self.cluster.timeout_s
+        while not done(self.cluster.partition_counts()):
+            if time.monotonic() > deadline:
+                raise StreamsError(f"timed out waiting for {what} on {self.cluster.bootstrap_servers}")
+            time.sleep(0.02)
+
+    def list_topics(self) -> list[str]:
+        return sorted(t for t in self.cluster.partition_counts() if not t.startswith("__"))
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        count = self.partition_count(name)
+        if count is None:
+            raise UnknownTopicError(name, f"topic {name!r} does not exist on {self.cluster.bootstrap_servers}")
+        resource = ConfigResource("topic", name)
+        config: dict[str, str] = {}
+        try:
+            entries = self._client().describe_configs([resource], request_timeout=self.cluster.timeout_s)[resource]
+            # every config the broker reports, defaults included (tansu flags the given ones as defaults)
+            for key, entry in entries.result().items():
+                if entry.value is not None:
+                    config[key] = entry.value
+        except KafkaException as e:
+            log.debug("describe_configs(%s) failed: %s", name, e)
+        tps = [TopicPartition(name, p) for p in range(count)]
+        begins = self.beginning_offsets(tps)
+        ends = self.end_offsets(tps)
+        return TopicDescription(
+            name, count, config, tuple(begins[tp] for tp in tps), tuple(ends[tp] for tp in tps)
+        )
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        if not names:
+            return
+        for name in names:
+            if self.partition_count(name) is None:
+                raise UnknownTopicError(name, f"topic {name!r} does not exist on {self.cluster.bootstrap_servers}")
+        futures = self._client().delete_topics(names, request_timeout=self.cluster.timeout_s)
+        for name, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as e:
+                raise StreamsError(f"cannot delete topic {name!r}: {e}") from e
+        self.cluster.forget_ends(names)
+        self._wait_for(lambda counts: not any(n in counts for n in names), f"topics {names} to disappear")
+
+    def partition_count(self, name: str) -> int | None:
+        meta = self.cluster._metadata(name).topics.get(name)
+        if meta is None:
+            return None
+        if meta.error is not None:
+            if meta.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                return None
+            raise StreamsError(f"cannot read the metadata of topic {name!r}: {meta.error.str()}")
+        return len(meta.partitions)
+
+    def create_partitions(self, name: str, new_total: int) -> None:
+        count = self.partition_count(name)
+        if count is None:
+            raise UnknownTopicError(name, f"topic {name!r} does not exist on {self.cluster.bootstrap_servers}")
+        if new_total <= count:
+            raise StreamsError(f"topic {name!r} has {count} partitions; new total {new_total} must be larger")
+        futures = self._client().create_partitions(
+            [NewPartitions(name, new_total)], request_timeout=self.cluster.timeout_s
+        )
+        for future in futures.values():
+            try:
+                future.result()
+            except KafkaException as e:
+                raise StreamsError(f"cannot grow topic {name!r} to {new_total} partitions: {e}") from e
+        self._wait_for(lambda counts: counts.get(name, 0) >= new_total, f"topic {name!r} to grow")
+
+    def _checked(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        tps = [as_tp(tp) for tp in partitions]
+        counts = self.cluster.partition_counts({tp.topic for tp in tps})
+        for tp in tps:
+            if tp.topic not in counts:
+                raise UnknownTopicError(
+                    tp.topic, f"topic {tp.topic!r} does not exist on {self.cluster.bootstrap_servers}"
+                )
+            if not 0 <= tp.partition < counts[tp.topic]:
+                raise StreamsError(f"topic {tp.topic!r} has no partition {tp.partition}")
+        return tps
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.cluster.end_offsets(self._checked(partitions))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.cluster.beginning_offsets(self._checked(partitions))
+
+    def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """The committed offsets of a consumer group (empty when it has none)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self._client().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.cluster.timeout_s
+        )
+        result = futures[group_id].result()
+        return dict(
+            sorted(
+                (TopicPartition(tp.topic, tp.partition), int(tp.offset))
+                for tp in result.topic_partitions or []
+                if tp.offset is not None and tp.offset >= 0
+            )
+        )
+
+
+def _as_bytes(topic: str, what: str, data: Any) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise SerializationError(
+        f"the {what} sent to topic {topic!r} is a {type(data).__name__}, not bytes; serialize it with a serde"
+    )
+
+
+class KafkaProducer(Producer):
+    """An asynchronous librdkafka producer; the first failed delivery is raised by ``send``/``flush``."""
+
+    _POLL_EVERY = 1_000
+
+    def __init__(self, cluster: KafkaCluster, config: Mapping[str, Any]) -> None:
+        self.cluster = cluster
+        conf = config_for(
+            "producer",
+            {"partitioner": "murmur2_random", "linger.ms": 5},
+            cluster.config,
+            config,
+        )
+        conf["on_delivery"] = self._on_delivery
+        conf.setdefault("delivery.report.only.error", True)
+        self.config = conf
+        self._producer = CKProducer(conf)
+        self._error: str | None = None
+        self._unsent = 0
+        self._closed = False
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and self._error is None:
+            where = (
+                f"{msg.topic()}-{msg.partition()}"
+                if msg.partition() is not None and msg.partition() >= 0
+                else msg.topic()
+            )
+            self._error = f"cannot deliver a record to {where}: {err.str()}"
+
+    def _check(self) -> None:
+        if self._closed:
+            raise IllegalStateError("cannot send: the producer is closed")
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise StreamsError(error)
+
+    def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int | None,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
+        produce = self._producer.produce
+        kwargs: dict[str, Any] = {}
+        if timestamp is not None:
+            kwargs["timestamp"] = int(timestamp)
+        if headers:
+            kwargs["headers"] = list(headers)
+        if partition is not None:
+            kwargs["partition"] = int(partition)
+        while True:
+            try:
+                produce(topic, value, key, **kwargs)
+                break
+            except BufferError:
+                # the local queue is full: let librdkafka deliver some, then try again
+                self._producer.poll(0.05)
+                self._check()
+            except KafkaException as e:
+                raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
+        self._unsent += 1
+        if self._unsent >= self._POLL_EVERY:
+            self._unsent = 0
+            self._producer.poll(0)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+    ) -> RecordMetadata | None:
+        self._check()
+        self._produce(
+            topic, _as_bytes(topic, "key", key), _as_bytes(topic, "value", value), timestamp, headers, partition
+        )
+        return None
+
+    def send_batch(
+        self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
+    ) -> None:
+        self._check()
+        for key, value, timestamp, headers, partition in records:
+            self._produce(
+                topic,
+                _as_bytes(topic, "key", key),
+                _as_bytes(topic, "value", value),
+                timestamp,
+                headers,
+                partition,
+            )
+
+    def in_flight(self) -> int:
+        """Records handed to the producer and not yet acknowledged by the broker."""
+        self._producer.poll(0)
+        return len(self._producer)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        if self._closed:
+            return
+        remaining = self._producer.flush(timeout)
+        self._check()
+        if remaining:
+            raise StreamsError(
+                f"{remaining} record(s) not delivered to {self.cluster.bootstrap_servers} within {timeout}s"
+            )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+
+
+_LIVE: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
+_REGISTRY: dict[tuple[str, tuple[tuple[str, Any], ...]], KafkaCluster] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _key(bootstrap_servers: str, config: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    items = []
+    for k, v in sorted(config.items()):
+        try:
+            hash(v)
+        except TypeError:
+            v = ("id", id(v))
+        items.append((k, v))
+    return bootstrap_servers.strip(), tuple(items)
+
+
+def get_kafka_cluster(bootstrap_servers: str, config: Mapping[str, Any] | None = None) -> KafkaCluster:
+    """The KafkaCluster for these servers and settings (one shared instance per distinct pair)."""
+    key = _key(bootstrap_servers, config or {})
+    with _REGISTRY_LOCK:
+        cluster = _REGISTRY.get(key)
+        if cluster is None:
+            cluster = _REGISTRY[key] = KafkaCluster(bootstrap_servers, config)
+        return cluster
+
+
+def close_clusters(bootstrap_servers: str | None = None) -> None:
+    """Closes the shared clients of the Kafka clusters (of these servers only, when given).
+
+    A closed cluster opens its clients again when it is used again.
+    """
+    for cluster in list(_LIVE):
+        if bootstrap_servers is None or cluster.bootstrap_servers == bootstrap_servers.strip():
+            cluster.close()
+
+
+atexit.register(close_clusters)
+
+
+__all__ = [
+    "KafkaAdmin",
+    "KafkaCluster",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "close_clusters",
+    "config_for",
+    "get_kafka_cluster",
+]

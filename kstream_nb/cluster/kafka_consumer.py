@@ -1,0 +1,512 @@
+"""The Kafka consumer (confluent-kafka), and how stream tasks are assigned to the members of a group.
+
+Task assignment
+---------------
+
+On the embedded cluster the group leader runs our own ``GroupAssignor`` (``StreamsPartitionAssignor``:
+tasks from the topology, balanced and sticky over all stream threads of all instances). librdkafka
+cannot run a custom assignor written in Python on the group leader, so on Kafka:
+
+1. Before joining, the member creates the internal topics (repartition topics with the partition
+   count of the sub-topology that writes them, compacted changelogs with one partition per task):
+   ``assignor.prepare(partition_counts)``.
+2. It subscribes to every source topic of the topology, user and internal, with librdkafka's
+   **range** assignor (eager protocol: every rebalance revokes everything, then assigns).
+   ``partition.assignment.strategy`` is forced to ``range``.
+3. In the assignment callback the member derives its tasks from the partitions it got:
+   ``assignor.assign_local(partition_counts, partitions, subscription)``. Task ``p`` of a
+   sub-topology reads partition ``p`` of the sub-topology's source topics. The range assignor gives each
+   topic's partitions to the members (sorted by member id) in contiguous ranges computed from the
+   partition count and the number of subscribers only, so topics with the same partition count are split
+   identically: a member that gets partition ``p`` of one of them gets partition ``p`` of all of them.
+   Topics read by the same sub-topology are co-partitioned (same partition count: Kafka Streams'
+   co-partitioning requirement, checked before the app starts, and internal topics are created to
+   match), hence every task lands whole on exactly one member.
+
+Consequences: tasks are balanced per sub-topology (each member gets a contiguous range of partition
+numbers of every topic) but not across sub-topologies, and not sticky (the ranges depend only on the
+member ids); a member only knows its own tasks. A sub-topology that merges topics with different
+partition counts would have its tasks split across members: that is accepted when the sub-topology has
+no state store (each member processes the partitions it got) and refused with an error naming the
+topics otherwise.
+
+``poll`` returns ``FetchedBatch``es of raw columns, grouped per partition in fetch order. Rebalance
+callbacks run inside ``poll`` on the consumer's thread, as with the embedded cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+from kstream_nb.cluster.base import Assignment, Consumer, GroupAssignor, RebalanceListener, Subscription
+from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition
+from kstream_nb.errors import IllegalStateError, StreamsError
+
+if TYPE_CHECKING:
+    from kstream_nb.cluster.kafka import KafkaCluster
+
+log = logging.getLogger("kstream_nb.kafka")
+
+#: Commit errors that mean "the group moved on": the partitions now belong to another member, which
+#: resumes from the last committed offsets (at-least-once: some records are processed again).
+REBALANCE_ERRORS = frozenset(
+    {
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError._ASSIGNMENT_LOST,
+        KafkaError._NO_OFFSET,
+    }
+)
+#: Consumer errors that only say a subscribed topic does not exist (yet): the app reports missing topics.
+MISSING_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+
+
+@runtime_checkable
+class LocalGroupAssignor(Protocol):
+    """A ``GroupAssignor`` that can also run on each member, from the partitions the broker gave it."""
+
+    def prepare(self, partition_counts: Mapping[str, int]) -> None:
+        """Creates what must exist before joining (internal topics), given the existing source topics."""
+
+    def assign_local(
+        self, partition_counts: Mapping[str, int], partitions: set[TopicPartition], subscription: Subscription
+    ) -> Assignment:
+        """This member's assignment (partitions and userdata for the listener) from its partitions."""
+
+
+def _tp(tp: Any) -> TopicPartition:
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
+
+
+class KafkaConsumer(Consumer):
+    """A confluent-kafka consumer behind the cluster contract; meant for one thread, like Kafka's."""
+
+    def __init__(self, cluster: KafkaCluster, group_id: str | None, config: Mapping[str, Any]) -> None:
+        self.cluster = cluster
+        self.group_id = group_id
+        conf = dict(config)
+        if str(conf.get("group.protocol", "classic")).lower() != "classic":
+            raise StreamsError(
+                "kstream_nb derives tasks from librdkafka's range assignor, which needs the classic group "
+                f"protocol; remove group.protocol={conf['group.protocol']!r}"
+            )
+        reset = str(conf.get("auto.offset.reset", "earliest")).lower()
+        if reset not in ("earliest", "latest", "none", "smallest", "largest", "beginning", "end", "error"):
+            raise StreamsError(f"auto.offset.reset must be earliest, latest or none, got {reset!r}")
+        self.auto_offset_reset = {"smallest": "earliest", "beginning": "earliest", "largest": "latest",
+                                  "end": "latest", "error": "none"}.get(reset, reset)  # fmt: skip
+        strategy = conf.get("partition.assignment.strategy")
+        if group_id is not None and strategy not in (None, "range"):
+            log.warning(
+                "partition.assignment.strategy=%r replaced by 'range' (tasks are derived from it)", strategy
+            )
+        if group_id is not None:
+            # notice soon when a missing subscribed topic is created (librdkafka's default is 5 minutes)
+            conf.setdefault("topic.metadata.refresh.interval.ms", 10_000)
+        conf.update(
+            {
+                "group.id": group_id or f"kstream-nb-manual-{uuid.uuid4().hex[:12]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error" if self.auto_offset_reset == "none" else self.auto_offset_reset,
+                "partition.assignment.strategy": "range",
+            }
+        )
+        self.config = conf
+        self._consumer = CKConsumer(conf)
+        self._closed = False
+        self._subscribed = False
+        self._manual = False
+        self._topics: list[str] = []
+        self._listener: RebalanceListener | None = None
+        self._assignor: LocalGroupAssignor | None = None
+        self._userdata: Callable[[], Any] | None = None
+        self._assigned: set[TopicPartition] = set()
+        self._idle: set[TopicPartition] = set()  # assigned by the group, but read by no task
+        self._positions: dict[TopicPartition, int] = {}
+        self._paused: set[TopicPartition] = set()
+        self._dirty = False  # manual assignment changed: applied (with the sought offsets) at the next use
+        self._pending_seeks: dict[TopicPartition, int] = {}
+        self._rebalances = 0
+        self._lost = False
+
+    def __repr__(self) -> str:
+        return f"KafkaConsumer({self.cluster.bootstrap_servers!r}, group={self.group_id!r})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+
+    def _require_group(self) -> str:
+        if self.group_id is None:
+            raise IllegalStateError("this consumer has no group id; offsets cannot be committed or read")
+        return self.group_id
+
+    # ---- group membership ----------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        listener: RebalanceListener | None = None,
+        assignor: GroupAssignor | None = None,
+        userdata: Callable[[], Any] | None = None,
+    ) -> None:
+        self._check_open()
+        self._require_group()
+        if self._manual:
+            raise IllegalStateError("cannot subscribe: partitions were assigned manually with assign()")
+        if assignor is not None and not isinstance(assignor, LocalGroupAssignor):
+            raise StreamsError(
+                f"{type(assignor).__name__} cannot run on a Kafka group: librdkafka assigns partitions with "
+                "its range assignor, and an assignor must derive each member's assignment from its partitions "
+                "(prepare/assign_local, see kstream_nb.cluster.kafka_consumer)"
+            )
+        self._topics = sorted(set(topics))
+        self._listener = listener
+        self._assignor = assignor
+        self._userdata = userdata
+        if assignor is not None:
+            assignor.prepare(self.cluster.partition_counts(self._topics))
+        self._consumer.subscribe(
+            self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self._subscribed = True
+
+    def _on_assign(self, consumer: Any, partitions: list[CKTopicPartition]) -> None:
+        self._rebalances += 1
+        tps = {TopicPartition(p.topic, p.partition) for p in partitions}
+        self._assigned = tps
+        self._positions = {}
+        self._paused = set()
+        self._lost = False
+        userdata = None
+        active = tps
+        if self._assignor is not None:
+            counts = self.cluster.partition_counts(self._topics)
+            subscription = Subscription(frozenset(self._topics), self._userdata() if self._userdata else None)
+            assignment = self._assignor.assign_local(counts, set(tps), subscription)
+            userdata = assignment.userdata
+            active = set(assignment.partitions) & tps
+        # partitions of no task (e.g. a table whose joined stream topic does not exist yet) stay paused
+        # until the rebalance that follows the missing topic's creation
+        self._idle = tps - active
+        consumer.assign(partitions)
+        # librdkafka keeps a partition's pause across assignments: set both ways explicitly
+        if active:
+            consumer.resume([CKTopicPartition(tp.topic, tp.partition) for tp in active])
+        if self._idle:
+            consumer.pause([CKTopicPartition(tp.topic, tp.partition) for tp in self._idle])
+        log.debug("%s assigned %s (idle: %s)", self, sorted(map(str, active)), sorted(map(str, self._idle)))
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(set(active), userdata)
+
+    def _on_revoke(self, consumer: Any, partitions: list[CKTopicPartition]) -> None:
+        self._rebalances += 1
+        tps = {TopicPartition(p.topic, p.partition) for p in partitions}
+        try:
+            if tps and self._listener is not None:
+                self._listener.on_partitions_revoked(set(tps))
+        finally:
+            self._assigned = set()
+            self._idle = set()
+            self._positions = {}
+            self._paused = set()
+
+    def _on_lost(self, consumer: Any, partitions: list[CKTopicPartition]) -> None:
+        # the member was thrown out of the group (session timeout): others own the partitions now, so
+        # nothing may be committed for them
+        self._lost = True
+        try:
+            self._on_revoke(consumer, partitions)
+        finally:
+            self._lost = False
+
+    def request_rebalance(self) -> None:
+        self._check_open()
+        if not self._subscribed:
+            raise IllegalStateError("request_rebalance needs a group subscription")
+        # subscribing again makes the member rejoin the group
+        self._consumer.subscribe(
+            self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    # ---- manual assignment ---------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._check_open()
+        if self._subscribed:
+            raise IllegalStateError("cannot assign: the consumer is subscribed to a group")
+        self._manual = True
+        self._assigned = {_tp(tp) for tp in partitions}
+        self._positions = {tp: off for tp, off in self._positions.items() if tp in self._assigned}
+        self._paused &= self._assigned
+        if self._assigned:
+            self._dirty = True  # applied with the offsets sought before the next poll
+        else:
+            self._dirty = False
+            self._consumer.assign([])
+
+    def _apply_assignment(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        self._consumer.assign(
+            [
+                CKTopicPartition(tp.topic, tp.partition, self._positions.get(tp, OFFSET_INVALID))
+                for tp in sorted(self._assigned)
+            ]
+        )
+        # librdkafka keeps a partition's pause across assignments: set both ways explicitly
+        running = self._assigned - self._paused
+        if running:
+            self._consumer.resume([CKTopicPartition(tp.topic, tp.partition) for tp in running])
+        if self._paused:
+            self._consumer.pause([CKTopicPartition(tp.topic, tp.partition) for tp in self._paused])
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def poll(self, timeout: float, max_records: int = 10_000) -> list[FetchedBatch]:
+        self._check_open()
+        self._apply_assignment()
+        self._apply_seeks()
+        max_records = max(1, int(max_records))
+        consume = self._consumer.consume
+        messages = consume(max_records, 0)
+        if not messages and timeout > 0:
+            # consume(n, t) waits until n messages or t: wait for one, then take what is already there
+            messages = consume(1, timeout)
+            if messages and max_records > 1:
+                before = self._rebalances
+                more = consume(max_records - 1, 0)
+                # after a rebalance, what came before it belongs to the previous assignment (librdkafka
+                # already drops it within one consume call)
+                messages = more if self._rebalances != before else messages + more
+        return self._batches(messages)
+
+    def _batches(self, messages: list[Any]) -> list[FetchedBatch]:
+        columns: dict[tuple[str, int], tuple[list[int], list[Any], list[Any], list[int], list[Any], int]] = {}
+        assigned = self._assigned
+        positions = self._positions
+        eof: dict[TopicPartition, int] = {}
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    offset = msg.offset()
+                    if offset is not None and offset >= 0:
+                        eof[TopicPartition(msg.topic(), msg.partition())] = offset
+                else:
+                    self._handle_error(msg, err)
+                continue
+            key = (msg.topic(), msg.partition())
+            cols = columns.get(key)
+            if cols is None:
+                ts_type, _ = msg.timestamp()
+                kind = LOG_APPEND_TIME if ts_type == 2 else CREATE_TIME
+                cols = columns[key] = ([], [], [], [], [], kind)
+            cols[0].append(msg.offset())
+            cols[1].append(msg.key())
+            cols[2].append(msg.value())
+            cols[3].append(msg.timestamp()[1])
+            headers = msg.headers()
+            cols[4].append(tuple(headers) if headers else ())
+        out = []
+        for (topic, partition), (offsets, keys, values, timestamps, headers, kind) in columns.items():
+            tp = TopicPartition(topic, partition)
+            if tp not in assigned or tp in self._idle:
+                continue
+            positions[tp] = max(offsets[-1] + 1, eof.pop(tp, 0))
+            out.append(
+                FetchedBatch(
+                    topic,
+                    partition,
+                    offsets[0],
+                    raw=(offsets, keys, values, timestamps, headers),
+                    timestamp_type=kind,
+                )
+            )
+        for tp, offset in eof.items():
+            if tp in assigned:
+                positions[tp] = offset  # the end of the partition: nothing more to read for now
+        return out
+
+    def _handle_error(self, msg: Any, err: KafkaError) -> None:
+        code = err.code()
+        if err.fatal():
+            raise StreamsError(f"Kafka consumer of {self.cluster.bootstrap_servers} failed: {err.str()}")
+        if code in MISSING_TOPIC_ERRORS:
+            log.debug("%s: %s", self, err.str())
+            return
+        if code == KafkaError._AUTO_OFFSET_RESET:
+            where = f"{msg.topic()}-{msg.partition()}" if msg.topic() else "a partition"
+            raise StreamsError(
+                f"{where} has no valid offset to start from and auto.offset.reset is 'none': {err.str()}"
+            )
+        log.warning("%s: %s", self, err.str())
+
+    # ---- positions -----------------------------------------------------------------------------
+
+    def _check_assigned(self, tp: TopicPartition) -> None:
+        if tp not in self._assigned:
+            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        tp = _tp(partition)
+        self._check_assigned(tp)
+        if offset < 0:
+            raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
+        self._positions[tp] = int(offset)
+        if self._manual:
+            # librdkafka cannot seek a partition it has not started fetching: assign again from there
+            self._dirty = True
+        else:
+            self._pending_seeks[tp] = int(offset)
+            self._apply_seeks()
+
+    def _apply_seeks(self) -> None:
+        for tp, offset in list(self._pending_seeks.items()):
+            if tp not in self._assigned:
+                del self._pending_seeks[tp]
+                continue
+            try:
+                self._consumer.seek(CKTopicPartition(tp.topic, tp.partition, offset))
+            except KafkaException as e:
+                if e.args and isinstance(e.args[0], KafkaError) and e.args[0].code() == KafkaError._STATE:
+                    continue  # not fetching yet: try again at the next poll
+                raise StreamsError(f"cannot seek {tp} to offset {offset}: {e}") from e
+            del self._pending_seeks[tp]
+
+    def position(self, partition: TopicPartition) -> int:
+        tp = _tp(partition)
+        self._check_assigned(tp)
+        pos = self._positions.get(tp)
+        if pos is not None:
+            return pos
+        if not self._dirty:
+            current = self._consumer.position([CKTopicPartition(tp.topic, tp.partition)])[0].offset
+            if current is not None and current >= 0:
+                return int(current)
+        committed = self._committed_offsets([tp]).get(tp) if self._subscribed else None
+        if committed is None:
+            if self.auto_offset_reset == "none":
+                raise StreamsError(f"partition {tp} has no committed offset and auto.offset.reset is 'none'")
+            if self.auto_offset_reset == "earliest":
+                committed = self.cluster.beginning_offsets([tp])[tp]
+            else:
+                committed = self.cluster.end_offsets([tp])[tp]
+        if self._manual:
+            self._positions[tp] = committed
+            self._dirty = True
+        return committed
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = [_tp(tp) for tp in partitions]
+        for tp in tps:
+            self._check_assigned(tp)
+        self._paused.update(tps)
+        if not self._dirty:
+            self._consumer.pause([CKTopicPartition(tp.topic, tp.partition) for tp in tps])
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = [_tp(tp) for tp in partitions]
+        self._paused.difference_update(tps)
+        if not self._dirty:
+            known = [tp for tp in tps if tp in self._assigned and tp not in self._idle]
+            if known:
+                self._consumer.resume([CKTopicPartition(tp.topic, tp.partition) for tp in known])
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
+
+    # ---- offsets -------------------------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+        """Commits, for each partition, the offset of the next record to read (synchronously by default).
+
+        When the group has moved the partitions to another member meanwhile, nothing is committed and a
+        warning is logged: the new owner resumes from the previous commit (at-least-once).
+        """
+        self._check_open()
+        self._require_group()
+        checked = []
+        for tp, offset in offsets.items():
+            tp = _tp(tp)
+            if not isinstance(offset, int) or offset < 0:
+                raise StreamsError(f"cannot commit offset {offset!r} for partition {tp}")
+            checked.append(CKTopicPartition(tp.topic, tp.partition, offset))
+        if not checked:
+            return
+        if self._lost:
+            log.warning("%s lost its partitions: offsets %s not committed", self, offsets)
+            return
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=checked, asynchronous=True)
+                return
+            result = self._consumer.commit(offsets=checked, asynchronous=False)
+        except KafkaException as e:
+            code = e.args[0].code() if e.args and isinstance(e.args[0], KafkaError) else None
+            if code in REBALANCE_ERRORS:
+                log.warning("%s: commit of %s skipped, the group is rebalancing: %s", self, offsets, e)
+                return
+            raise StreamsError(f"cannot commit offsets {dict(offsets)}: {e}") from e
+        for tp_result in result:
+            err = tp_result.error
+            if err is not None:
+                if err.code() in REBALANCE_ERRORS:
+                    log.warning(
+                        "%s: commit for %s-%s skipped: %s", self, tp_result.topic, tp_result.partition, err
+                    )
+                    continue
+                raise StreamsError(
+                    f"cannot commit offset for {tp_result.topic}-{tp_result.partition}: {err.str()}"
+                )
+
+    def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+        if not tps:
+            return {}
+        try:
+            result = self._consumer.committed(
+                [CKTopicPartition(tp.topic, tp.partition) for tp in tps], timeout=self.cluster.timeout_s
+            )
+        except KafkaException as e:
+            raise StreamsError(f"cannot read the committed offsets of group {self.group_id!r}: {e}") from e
+        out: dict[TopicPartition, int | None] = {}
+        for r in result:
+            offset = r.offset
+            out[TopicPartition(r.topic, r.partition)] = int(offset) if offset is not None and offset >= 0 else None
+        return out
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        self._require_group()
+        tps = [_tp(tp) for tp in partitions]
+        return self._committed_offsets(tps)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._consumer.close()  # leaves the group: the revoke callback (which may commit) runs here
+        finally:
+            self._closed = True
+            self._assigned = set()
+            self._positions = {}
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
