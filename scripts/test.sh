@@ -15,6 +15,7 @@ echo "==> ruff format --check"
 "$BIN/ruff" format --check .
 echo "==> mypy"
 "$BIN/mypy"
+bash "$ROOT/scripts/install_browser.sh"
 echo "==> pytest"
 "$BIN/python" -m pytest tests --nbval-lax --nbval-current-env notebooks "$@"
 echo "==> all checks passed"
