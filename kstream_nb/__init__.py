@@ -85,6 +85,10 @@ def __getattr__(name: str) -> Any:
         import kstream_nb.jupyter.widgets as widgets
 
         return widgets
+    if name == "datagen":
+        import kstream_nb.datagen as datagen
+
+        return datagen
     raise AttributeError(f"module 'kstream_nb' has no attribute {name!r}")
 
 
