@@ -20,6 +20,7 @@ from kstream_nb.processor.node import NodeContext
 StreamPartitioner = Callable[[Any, Any, int], "int | None"]
 
 _KEY_CACHE_LIMIT = 100_000
+_IMMUTABLE = (str, int, float)
 
 
 class SinkProcessor(Processor):
@@ -35,6 +36,7 @@ class SinkProcessor(Processor):
         self.value_serde = value_serde
         self.partitioner = partitioner
         self._partition_of: dict[Any, int] = {}
+        self._key_bytes: dict[Any, bytes | None] = {}
         self._sticky = -1
 
     def init(self, context: Any) -> None:
@@ -45,7 +47,14 @@ class SinkProcessor(Processor):
     def process(self, record: Record) -> None:
         topic = self.topic
         try:
-            key_bytes = self.key_serde.serialize(topic, record.key)
+            key = record.key
+            key_bytes = self._key_bytes.get(key) if type(key) in _IMMUTABLE else None
+            if key_bytes is None:
+                key_bytes = self.key_serde.serialize(topic, key)
+                if type(key) in _IMMUTABLE:
+                    if len(self._key_bytes) >= _KEY_CACHE_LIMIT:
+                        self._key_bytes.clear()
+                    self._key_bytes[key] = key_bytes
             value_bytes = self.value_serde.serialize(topic, record.value)
         except SerializationError as e:
             if self._task.production_failed(topic, e):

@@ -113,6 +113,7 @@ class StreamTask:
         self.dropped_total = 0
         self.skipped_deserialization = 0
         self.skipped_production = 0
+        self._key_decoders: dict[str, Callable[[bytes], Any]] = {}
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
         #: positions whose outputs have reached the cluster (what lag is measured against)
@@ -279,7 +280,9 @@ class StreamTask:
             if batch is not None:
                 queue.append(batch)
                 return
-        key_de = _decoder(source.key_serde, fetched.topic)
+        key_de = self._key_decoders.get(fetched.topic)
+        if key_de is None:
+            key_de = self._key_decoders[fetched.topic] = _memoized(_decoder(source.key_serde, fetched.topic))
         value_de = _decoder(source.value_serde, fetched.topic)
         extractor = source.timestamp_extractor
         record_time = extractor is None or extractor.uses_record_timestamp
@@ -566,3 +569,24 @@ def _decoder(serde: Any, topic: str) -> Callable[[bytes], Any]:
     if type(serde) is JsonSerde:
         return orjson.loads
     return lambda data: serde.deserialize(topic, data)
+
+
+_IMMUTABLE = (str, int, float, bool)
+_MEMO_LIMIT = 50_000
+
+
+def _memoized(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """Keys repeat: remember the decoded form of immutable keys (bounded), decode the rest every time."""
+    cache: dict[bytes, Any] = {}
+
+    def decode_key(data: bytes) -> Any:
+        key = cache.get(data)
+        if key is None:
+            key = decode(data)
+            if type(key) in _IMMUTABLE:
+                if len(cache) >= _MEMO_LIMIT:
+                    cache.clear()
+                cache[data] = key
+        return key
+
+    return decode_key
