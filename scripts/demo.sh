@@ -11,6 +11,9 @@ if [[ "${1:-}" == "--lab" ]]; then
     shift
     echo "==> installing kstream_nb with the jupyter extra into .venv"
     pip_install -e ".[jupyter]"
+    # an editable install skips the wheel's data files: link the prebuilt "Streams" panel extension in
+    mkdir -p "$VENV/share/jupyter/labextensions"
+    ln -sfn "$ROOT/kstream_nb/labextension" "$VENV/share/jupyter/labextensions/kstream-nb"
     echo "==> starting JupyterLab on notebooks/ (Ctrl-C to stop)"
     exec "$VENV_PY" -m jupyterlab --notebook-dir="$ROOT/notebooks" "$@"
 fi

@@ -455,8 +455,11 @@ class KStreamMagics(Magics):
 
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext kstream_nb`` (via the package's re-export) or ``%load_ext kstream_nb.jupyter``."""
+    from kstream_nb.jupyter.comm import register_comm_target
+
     shell.register_magics(KStreamMagics)
     register_formatters(shell)
+    register_comm_target(shell)  # the JupyterLab "Streams" panel talks to this kernel through it
     shell.user_ns.setdefault("ks", kstream_nb)
     _register_atexit()
 
