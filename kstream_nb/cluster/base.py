@@ -156,6 +156,28 @@ class Producer(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    # ---- transactions (exactly_once_v2) ----------------------------------------------------------
+    # A cluster without transactions (the embedded one) keeps these no-ops: there the stream thread
+    # holds a transaction's records back until commit and drops them on failure instead.
+
+    #: True when the producer writes in Kafka transactions (it was created with a ``transactional.id``)
+    transactional: bool = False
+
+    def init_transactions(self, timeout: float = 30.0) -> None:
+        """Registers the transactional id with the cluster, fencing older producers that used it."""
+
+    def begin_transaction(self) -> None:
+        """Starts a transaction (transactional producers also start one at the first send)."""
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], consumer: Consumer) -> None:
+        """Adds the consumer group's offsets (next record to read per partition) to the transaction."""
+
+    def commit_transaction(self) -> None:
+        """Makes the transaction's records and offsets visible together (nothing open: no-op)."""
+
+    def abort_transaction(self) -> None:
+        """Discards the open transaction's records and offsets (nothing open: no-op)."""
+
 
 class Consumer(ABC):
     """Reads records, either by group subscription or by manual assignment."""
@@ -212,6 +234,8 @@ class Cluster(ABC):
     """A place where topics live: hands out admin, producers and consumers."""
 
     bootstrap_servers: str
+    #: producers created with a ``transactional.id`` write in transactions (Kafka); False: embedded cluster
+    supports_transactions: bool = False
 
     @abstractmethod
     def admin(self) -> Admin: ...

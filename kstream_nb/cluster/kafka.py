@@ -148,6 +148,8 @@ class KafkaCluster(Cluster):
     ``close()`` (also run at exit) releases them.
     """
 
+    supports_transactions = True
+
     def __init__(
         self, bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout_s: float = 30.0
     ) -> None:
@@ -186,6 +188,15 @@ class KafkaCluster(Cluster):
         """
         defaults = {"fetch.wait.max.ms": 20} if group_id is None else {}
         return KafkaConsumer(self, group_id, config_for("consumer", defaults, self.config, config))
+
+    def reachable(self, timeout: float = 2.0) -> bool:
+        """True when a broker answers a metadata request within ``timeout`` seconds."""
+        try:
+            self.admin_client().list_topics(timeout=timeout)
+        except KafkaException as e:
+            log.debug("%s not reachable: %s", self.bootstrap_servers, e)
+            return False
+        return True
 
     def admin_client(self) -> AdminClient:
         with self._lock:
@@ -458,7 +469,13 @@ def _as_bytes(topic: str, what: str, data: Any) -> bytes | None:
 
 
 class KafkaProducer(Producer):
-    """An asynchronous librdkafka producer; the first failed delivery is raised by ``send``/``flush``."""
+    """An asynchronous librdkafka producer; the first failed delivery is raised by ``send``/``flush``.
+
+    With a ``transactional.id`` in its config the producer is transactional (exactly_once_v2): call
+    ``init_transactions()`` once; a transaction begins at the first send (or ``begin_transaction``) and
+    ends with ``commit_transaction`` (after ``send_offsets_to_transaction``) or ``abort_transaction``.
+    A failure inside a transaction raises ``TransactionError``; the caller aborts.
+    """
 
     _POLL_EVERY = 1_000
 
@@ -473,10 +490,13 @@ class KafkaProducer(Producer):
         conf["on_delivery"] = self._on_delivery
         conf.setdefault("delivery.report.only.error", True)
         self.config = conf
+        self.transactional = bool(conf.get("transactional.id"))
         self._producer = CKProducer(conf)
         self._error: str | None = None
         self._unsent = 0
         self._closed = False
+        self._initialized = False
+        self._in_transaction = False
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None and self._error is None:
@@ -503,6 +523,8 @@ class KafkaProducer(Producer):
         headers: Headers,
         partition: int | None,
     ) -> None:
+        if self.transactional and not self._in_transaction:
+            self.begin_transaction()
         produce = self._producer.produce
         kwargs: dict[str, Any] = {}
         if timestamp is not None:
@@ -570,13 +592,87 @@ class KafkaProducer(Producer):
                 f"{remaining} record(s) not delivered to {self.cluster.bootstrap_servers} within {timeout}s"
             )
 
+    # ---- transactions --------------------------------------------------------------------------
+
+    def _txn_call(self, what: str, call: Any, *args: Any) -> Any:
+        try:
+            return call(*args)
+        except KafkaException as e:
+            raise TransactionError(what, self.config.get("transactional.id"), e) from e
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        if not self.transactional or self._initialized:
+            return
+        self._txn_call("init_transactions", self._producer.init_transactions, timeout or self.cluster.timeout_s)
+        self._initialized = True
+
+    def begin_transaction(self) -> None:
+        if not self.transactional or self._in_transaction:
+            return
+        if not self._initialized:
+            self.init_transactions()
+        self._txn_call("begin_transaction", self._producer.begin_transaction)
+        self._in_transaction = True
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], consumer: Any) -> None:
+        if not self.transactional or not offsets:
+            return
+        self.begin_transaction()
+        ck_offsets = [CKTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in as_offsets(offsets)]
+        self._txn_call(
+            "send_offsets_to_transaction",
+            self._producer.send_offsets_to_transaction,
+            ck_offsets,
+            consumer.group_metadata(),
+            self.cluster.timeout_s,
+        )
+
+    def commit_transaction(self) -> None:
+        if not self._in_transaction:
+            return
+        self._txn_call("commit_transaction", self._producer.commit_transaction, self.cluster.timeout_s)
+        self._in_transaction = False
+        self._check()
+
+    def abort_transaction(self) -> None:
+        if not self._in_transaction:
+            return
+        self._in_transaction = False
+        self._error = None  # the failed deliveries belonged to the aborted transaction
+        self._txn_call("abort_transaction", self._producer.abort_transaction, self.cluster.timeout_s)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
     def close(self) -> None:
         if self._closed:
             return
         try:
+            if self._in_transaction:
+                # never leave a transaction open: it would hold back read_committed readers
+                self.abort_transaction()
             self.flush()
         finally:
             self._closed = True
+
+
+class TransactionError(StreamsError):
+    """A transactional call failed; ``fatal`` (e.g. fenced by a newer producer with the same id) or
+    ``abortable`` (abort the transaction, then the producer may begin a new one)."""
+
+    def __init__(self, what: str, transactional_id: Any, cause: KafkaException) -> None:
+        err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
+        self.fatal = bool(err is not None and err.fatal())
+        self.abortable = bool(err is not None and err.txn_requires_abort())
+        self.retriable = bool(err is not None and err.retriable())
+        self.code = None if err is None else err.code()
+        detail = err.str() if err is not None else str(cause)
+        super().__init__(f"transactional producer {transactional_id!r}: {what} failed: {detail}")
+
+
+def as_offsets(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition, int]]:
+    return [(as_tp(tp), off) for tp, off in offsets.items()]
 
 
 _LIVE: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
@@ -623,6 +719,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaConsumer",
     "KafkaProducer",
+    "TransactionError",
     "close_clusters",
     "config_for",
     "get_kafka_cluster",

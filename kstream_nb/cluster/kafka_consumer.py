@@ -412,6 +412,11 @@ class KafkaConsumer(Consumer):
             self._dirty = True
         return committed
 
+    def fetched_position(self, partition: TopicPartition) -> int | None:
+        """Where fetching stands in ``partition`` (past the last record or end-of-partition seen), or None
+        before anything was fetched; no request to the broker."""
+        return self._positions.get(_tp(partition))
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         tps = [_tp(tp) for tp in partitions]
         for tp in tps:
@@ -494,6 +499,12 @@ class KafkaConsumer(Consumer):
         self._require_group()
         tps = [_tp(tp) for tp in partitions]
         return self._committed_offsets(tps)
+
+    def group_metadata(self) -> Any:
+        """The group's metadata (member, generation) for ``send_offsets_to_transaction``."""
+        self._check_open()
+        self._require_group()
+        return self._consumer.consumer_group_metadata()
 
     def close(self) -> None:
         if self._closed:

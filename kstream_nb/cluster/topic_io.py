@@ -227,13 +227,21 @@ def read_topic(
     from_beginning: bool = True,
     max_records: int | None = None,
     client_config: Mapping[str, Any] | None = None,
+    isolation_level: str = "read_committed",
 ) -> pd.DataFrame:
     """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
 
     ``max_records`` caps the rows (partition by partition); with ``from_beginning=False`` it gives the
     last ``max_records`` records of each partition (and nothing without it).
     ``client_config``: Kafka client settings (``security.protocol``, ``sasl.*``...) for a Kafka cluster.
+    ``isolation_level``: ``"read_committed"`` (default) shows only committed transactions (what exactly-once
+    apps wrote and committed); ``"read_uncommitted"`` also shows open ones. The embedded cluster has no
+    transactions: both read everything.
     """
+    if isolation_level not in ("read_committed", "read_uncommitted"):
+        raise ValueError(
+            f"isolation_level must be 'read_committed' or 'read_uncommitted', got {isolation_level!r}"
+        )
     cluster = connect(bootstrap_servers, client_config)
     kser, vser = serde_from(key_serde), serde_from(value_serde)
     admin = cluster.admin()
@@ -243,7 +251,7 @@ def read_topic(
     tps = [TopicPartition(topic, p) for p in range(count)]
     begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
     rows: dict[str, list[Any]] = {c: [] for c in READ_COLUMNS}
-    consumer = cluster.consumer(None, {"auto.offset.reset": "earliest"})
+    consumer = cluster.consumer(None, {"auto.offset.reset": "earliest", "isolation.level": isolation_level})
     try:
         for tp in tps:
             limit = None if max_records is None else max_records - len(rows["offset"])

@@ -86,15 +86,17 @@ class KafkaStreams:
             num_stream_threads=num_stream_threads,
             **config,
         )
-        if self.config.processing_guarantee == EXACTLY_ONCE_V2 and not bootstrap_servers.startswith("memory://"):
-            raise StreamsError(
-                "processing_guarantee='exactly_once_v2' on a Kafka cluster needs Kafka transactions, which the "
-                "Kafka adapter does not use yet; use 'at_least_once' there (exactly-once works on memory://)"
-            )
         self.topology = topology
         self.application_id = application_id
         self.process_id = uuid.uuid4().hex[:8]
         self.cluster = connect(bootstrap_servers, self.config.client_config)
+        if self.config.processing_guarantee == EXACTLY_ONCE_V2 and not (
+            bootstrap_servers.startswith("memory://") or self.cluster.supports_transactions
+        ):
+            raise StreamsError(
+                f"processing_guarantee='exactly_once_v2' needs a cluster with transactions; {bootstrap_servers} "
+                "has none: use 'at_least_once' there"
+            )
         self.admin = self.cluster.admin()
         self.assignor = StreamsPartitionAssignor(
             topology, application_id, self.admin, self.config.num_standby_replicas
@@ -112,6 +114,9 @@ class KafkaStreams:
         self.error: BaseException | None = None
         self._global_stores: GlobalStores | None = None
         self._global_thread: GlobalStreamThread | None = None
+        #: what the app waits for while REBALANCING before its threads run ("waiting for broker"), or None
+        self.status: str | None = None
+        self.broker_retries = 0
         _APPS.add(self)
 
     # ---- state ---------------------------------------------------------------------------------
@@ -161,6 +166,45 @@ class KafkaStreams:
                     f"start() can only be called once, on a CREATED app (state is {self._state.value}); "
                     "create a new KafkaStreams to run again"
                 )
+            if not self._broker_reachable(1.0):
+                # the broker is down or not up yet: retry with backoff instead of failing; state REBALANCING
+                self.status = "waiting for broker"
+                log.warning("%s: %s unreachable, retrying", self.application_id, self.config.bootstrap_servers)
+                self._transition(State.REBALANCING)
+                waiter = threading.Thread(
+                    target=self._wait_for_broker, name=f"{self.application_id}-broker-wait", daemon=True
+                )
+                self._helpers.append(waiter)
+                waiter.start()
+                return self
+            self._launch()
+        return self
+
+    def _broker_reachable(self, timeout: float) -> bool:
+        reachable = getattr(self.cluster, "reachable", None)
+        return True if reachable is None else bool(reachable(timeout))
+
+    def _wait_for_broker(self) -> None:
+        """Retries the connection with exponential backoff (0.2 s doubling to 5 s), then starts the threads."""
+        backoff = 0.2
+        while not self._stopping.wait(backoff):
+            self.broker_retries += 1
+            if self._broker_reachable(1.0):
+                break
+            backoff = min(backoff * 2, 5.0)
+        with self._lock:
+            if self._stopping.is_set() or self._state != State.REBALANCING:
+                return
+            self.status = None
+            log.info("%s: %s reachable, starting", self.application_id, self.config.bootstrap_servers)
+            try:
+                self._launch()
+            except Exception as e:
+                self._fail(e)
+
+    def _launch(self) -> None:
+        """Checks the source topics and starts the global and stream threads (broker reachable)."""
+        with self._lock:
             existing = {
                 t: n for t in self.topology.source_topics() if (n := self.admin.partition_count(t)) is not None
             }
@@ -180,7 +224,6 @@ class KafkaStreams:
             )
             self._helpers.append(watch)
             watch.start()
-        return self
 
     def _new_thread(self) -> StreamThread:
         name = f"{self.application_id}-StreamThread-{next(self._thread_index)}"
@@ -455,8 +498,11 @@ class KafkaStreams:
         tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
         processed = sum(th.processed_total for th in threads)
         process_time = sum(th.process_time_s for th in threads)
+        waiting = self.status is not None
         return {
             "state": self._state.value,
+            "status": self.status or self._state.value.lower(),
+            "broker-retries": self.broker_retries,
             "threads": len(self._threads),
             "tasks": len(tasks),
             "process-total": processed,
@@ -466,7 +512,7 @@ class KafkaStreams:
             "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
             "skipped-production-total": sum(t.skipped_production for t in tasks),
             "commit-total": sum(th.commit_total for th in threads),
-            "lag": self.lag(),
+            "lag": {} if waiting else self.lag(),
             "restored-records-total": sum(th.restored_records for th in threads),
             "standby-tasks": sum(len(th.standbys) for th in list(self._threads)),
             "standby-records-applied": sum(
@@ -474,7 +520,7 @@ class KafkaStreams:
             ),
             "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
             "missing-source-topics": self.missing_source_topics()
-            if self._state in (State.REBALANCING, State.RUNNING)
+            if self._state in (State.REBALANCING, State.RUNNING) and not waiting
             else [],
             "error": None if self.error is None else str(self.error),
         }

@@ -124,15 +124,34 @@ class StreamThread(threading.Thread):
         self._on_error = on_error
         self.admin = cluster.admin()
         client = f"{config.client_id or config.application_id}-{name}"
+        #: exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers
+        #: that only see committed transactions (the open and aborted ones of other threads stay hidden)
+        self._transactions = self._exactly_once and cluster.supports_transactions
+        committed_only = {"isolation.level": "read_committed"} if cluster.supports_transactions else {}
         self.consumer = cluster.consumer(
             config.application_id,
-            {"client.id": client, "auto.offset.reset": config.auto_offset_reset, **config.client_config},
+            {
+                "client.id": client,
+                "auto.offset.reset": config.auto_offset_reset,
+                **(committed_only if self._transactions else {}),
+                **config.client_config,
+            },
         )
-        self.restore_consumer = cluster.consumer(None, {"client.id": f"{client}-restore"})
-        self.standby_consumer = cluster.consumer(None, {"client.id": f"{client}-standby"})
+        # changelogs are restored from committed transactions only, whatever this app's guarantee
+        restore_config = {**config.client_config, **committed_only}
+        self.restore_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-restore"})
+        self.standby_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-standby"})
         self.standbys: dict[str, StandbyTask] = {}
         self._suspended: dict[str, StreamTask] = {}
-        self.producer = cluster.producer({"client.id": client, **config.client_config})
+        self._txn_slot: Any = None
+        producer_config: dict[str, Any] = {"client.id": client, **config.client_config}
+        if self._transactions:
+            from kstream_nb.cluster.kafka_transactions import acquire_transactional_id
+
+            self._txn_slot = acquire_transactional_id(config.state_dir, config.application_id, config.client_id)
+            producer_config.setdefault("transaction.timeout.ms", 10_000)  # Kafka Streams' default under EOS
+            producer_config["transactional.id"] = self._txn_slot.transactional_id
+        self.producer = cluster.producer(producer_config)
         self.collector = ProducerCollector(self.producer, self.admin)
         self.tasks: dict[str, StreamTask] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
@@ -306,6 +325,9 @@ class StreamThread(threading.Thread):
             while self._global_ready is not None and not self._global_ready.wait(0.05):
                 if self._shutdown.is_set():
                     return
+            if self._transactions:
+                # fences a zombie of this thread's previous life and closes the transaction it left open
+                self.producer.init_transactions()
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
             self._set_state("PENDING_SHUTDOWN")
@@ -369,17 +391,22 @@ class StreamThread(threading.Thread):
             return
         offsets: dict[TopicPartition, int] = {}
         per_task = []
+        if self._transactions:
+            self._skip_transaction_markers()
         for task in self.tasks.values():
             task.flush()
             task_offsets = task.offsets_to_commit()
             offsets.update(task_offsets)
             per_task.append((task, task_offsets))
-        self.collector.flush()
-        self.producer.flush()
-        self._publish()
-        if offsets:
-            self.consumer.commit(offsets)
-            self.commit_total += 1
+        if self._transactions:
+            self._commit_transaction(offsets)
+        else:
+            self.collector.flush()
+            self.producer.flush()
+            self._publish()
+            if offsets:
+                self.consumer.commit(offsets)
+                self.commit_total += 1
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
             changelogs = task.persistent_changelogs()
@@ -387,14 +414,53 @@ class StreamThread(threading.Thread):
                 task.write_checkpoint(self.admin.end_offsets(changelogs))
         self._last_commit = time.monotonic()
 
+    def _skip_transaction_markers(self) -> None:
+        """Moves drained partitions' consumed positions to the consumer's: a read_committed consumer skips
+        transaction markers, so the end of a partition written in transactions lies past its last record
+        (committing there keeps lag at 0 once everything is processed)."""
+        fetched = getattr(self.consumer, "fetched_position", None)
+        if fetched is None:
+            return
+        for task in self.tasks.values():
+            for tp, queue in task.queues.items():
+                consumed = task.consumed.get(tp)
+                if queue or consumed is None:
+                    continue
+                position = fetched(tp)
+                if position is not None and position > consumed:
+                    task.consumed[tp] = position
+
+    def _commit_transaction(self, offsets: dict[TopicPartition, int]) -> None:
+        """exactly_once_v2 on Kafka: the iteration's outputs and changelog writes, and the consumed offsets,
+        in one transaction. A failure propagates (the thread dies and ``_close`` aborts the transaction).
+
+        The offsets go first and the records last, right before the commit: the records reach the broker
+        as late as possible, which keeps short the time in which a crash leaves a transaction open with
+        records in it (a broker that does not abort such a transaction when the restarted producer fences
+        it, as tansu 0.6 does, would make those records visible without their offsets)."""
+        if offsets:
+            self.producer.send_offsets_to_transaction(offsets, self.consumer)
+        self.collector.flush()  # (begins the transaction at the first record when no offsets did)
+        self.producer.commit_transaction()
+        if offsets:
+            self.commit_total += 1
+        self._publish()
+
     def _close(self) -> None:
         try:
             self._close_tasks()
             if self.error is not None and self._exactly_once:
                 self.collector.abort()  # the open transaction: outputs and changelog writes never appear
+                self.producer.abort_transaction()
             else:
                 # at-least-once: what was processed before a failure is still delivered (offsets not committed)
                 self.collector.flush()
+                if self._transactions:
+                    self.producer.commit_transaction()  # writes of closing stores, if any
+        except Exception:
+            if self.error is None:
+                raise
+            log.exception("aborting the transaction of %s failed", self.name)
         finally:
             for standby in self.standbys.values():
                 standby.close()
@@ -404,6 +470,8 @@ class StreamThread(threading.Thread):
                     closer()
                 except Exception:
                     log.exception("closing a client of %s failed", self.name)
+            if self._txn_slot is not None:
+                self._txn_slot.release()
 
     def assignment(self) -> dict[str, list[str]]:
         """Task id -> the partitions it reads (this thread's active tasks)."""

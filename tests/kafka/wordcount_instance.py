@@ -1,0 +1,91 @@
+"""One word-count app instance against a Kafka broker, in its own process, until it is killed.
+
+    python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR [COMMIT_FLAG]
+
+Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
+at random moments. Prints ``STATE <new>`` on every state change (flushed at once); SIGTERM stops it cleanly.
+A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
+
+``COMMIT_FLAG``: a file whose first byte is 1 while a stream thread is inside an exactly-once commit (from
+before its first record is handed to the producer until the broker confirmed the commit). The test freezes
+the process (SIGSTOP) and reads it to tell a kill that lands inside a commit (see the test's docstring).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kafka_helpers import FAST_CLIENT_CONFIG
+
+import kstream_nb as ks
+
+
+def word_count(source: str, sink: str) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    counts = b.stream(source).flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+    counts.to_stream().to(sink)
+    return b.build()
+
+
+def publish_commit_phase(path: str) -> None:
+    """Keeps byte 0 of ``path`` at 1 while any stream thread commits a transaction."""
+    from kstream_nb.runtime.stream_thread import StreamThread
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 1)
+    flag = mmap.mmap(fd, 1)
+    lock = threading.Lock()
+    inside = [0]
+    commit = StreamThread._commit_transaction
+
+    def flagged_commit(self: Any, offsets: Any) -> None:
+        with lock:
+            inside[0] += 1
+            flag[0] = 1
+        try:
+            commit(self, offsets)
+        finally:
+            with lock:
+                inside[0] -= 1
+                flag[0] = 1 if inside[0] else 0
+
+    StreamThread._commit_transaction = flagged_commit  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, application_id, source, sink, guarantee, state_dir = argv[:6]
+    if len(argv) > 6:
+        publish_commit_phase(argv[6])
+    app = ks.KafkaStreams(
+        word_count(source, sink),
+        application_id=application_id,
+        bootstrap_servers=bootstrap,
+        processing_guarantee=guarantee,
+        commit_interval_ms=100,
+        poll_ms=20,
+        state_dir=state_dir,
+        client_config=dict(FAST_CLIENT_CONFIG),
+    )
+    app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
+    app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    app.start()
+    while not stop.wait(0.5):
+        if app.state in (ks.State.ERROR, ks.State.NOT_RUNNING):
+            print(f"FAILED {app.error}", flush=True)
+            return 1
+    app.stop(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
