@@ -102,8 +102,9 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[Lab]:
-    pytest.importorskip("jupyterlab")
-    pytest.importorskip("ipykernel")
+    import ipykernel  # noqa: F401  (dev extra; a missing one must fail, not skip)
+    import jupyterlab  # noqa: F401
+
     base = tmp_path_factory.mktemp("lab")
     root, data, config, runtime, settings, user_settings, workspaces, ipython = (
         base / d
@@ -199,7 +200,8 @@ def _stop_lab(proc: subprocess.Popen[bytes], server: Lab, runtime_dir: str) -> N
 
 @pytest.fixture(scope="module")
 def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
+    import playwright.sync_api as sync_api
+
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_browser.sh` (installs Debian's chromium)")
     profile = tmp_path_factory.mktemp("chromium-profile")

@@ -51,7 +51,7 @@ def test_fresh_binder_venv_runs_every_notebook(tmp_path: Path) -> None:
         check=True,
     ).stdout.strip()
     if version != runtime:
-        pytest.skip(f"no python{runtime} here (runtime.txt); found {version}")
+        pytest.fail(f"Binder uses python{runtime} (binder/runtime.txt) but this machine has {version}")
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
     vpy = str(venv / "bin" / "python")

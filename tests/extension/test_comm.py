@@ -10,9 +10,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("IPython")
-pytest.importorskip("ipywidgets")
-
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.jupyter.comm import (

@@ -49,7 +49,6 @@ def test_pip_install_puts_it_where_jupyterlab_looks(installed_prefix: Path) -> N
 
 
 def test_jupyter_labextension_list_shows_it_enabled(jupyter_env: dict[str, str]) -> None:
-    pytest.importorskip("jupyterlab")
     result = subprocess.run(
         [sys.executable, "-m", "jupyter", "labextension", "list"],
         env={**jupyter_env, "NO_COLOR": "1"},
@@ -68,7 +67,7 @@ def test_jupyter_labextension_list_shows_it_enabled(jupyter_env: dict[str, str])
 @pytest.mark.timeout(600)
 def test_fresh_npm_build_matches_the_committed_output() -> None:
     if shutil.which("npm") is None:
-        pytest.skip("npm not installed")
+        pytest.fail("npm is missing: the extension is built from scratch in CI (Debian: apt-get install -y npm)")
     result = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build_extension.sh"), "--check"],
         capture_output=True,

@@ -53,7 +53,8 @@ print("KERNEL-STATE", app.state.value, "RUNNING-APPS", [a.application_id for a i
 
 
 def _load_playwright() -> Any:
-    sync_api = pytest.importorskip("playwright.sync_api")
+    import playwright.sync_api as sync_api
+
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_browser.sh` (installs Debian's chromium)")
     return sync_api
@@ -121,7 +122,6 @@ def _row(page: Any) -> dict[str, Any] | None:
 def test_panel_lists_app_live_and_stops_it(
     installed_prefix: Path, tmp_path: Path, browser: Any, request: pytest.FixtureRequest
 ) -> None:
-    pytest.importorskip("jupyterlab")
     shots = tmp_path / "screenshots"
     shots.mkdir()
     console: list[str] = []
@@ -217,7 +217,6 @@ def _load_seconds(browser: Any, url: str, with_panel: bool) -> float:
 
 def test_page_load_with_and_without_the_extension(installed_prefix: Path, tmp_path: Path, browser: Any) -> None:
     """Same run, same machine: JupyterLab opening a notebook with and without kstream-nb (cold cache)."""
-    pytest.importorskip("jupyterlab")
     rounds = 3
     times: dict[str, list[float]] = {"with": [], "without": []}
     nb = {"load.ipynb": ["1 + 1"]}

@@ -9,11 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("IPython")
-pytest.importorskip("ipywidgets")
-pytest.importorskip("altair")
-
 from IPython.core.interactiveshell import InteractiveShell
 
 import kstream_nb as ks
