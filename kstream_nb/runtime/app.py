@@ -9,9 +9,9 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
+import sys
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable
 from enum import Enum
@@ -23,6 +23,7 @@ from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, Missing
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
+from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
@@ -66,6 +67,13 @@ def _stop_all() -> None:
         app.stop(timeout=5)
 
 
+def _interactive() -> bool:
+    """A person is watching: a running Jupyter kernel, or a terminal on stderr."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
+
+
 class KafkaStreams:
     """Runs a topology: ``start()``, query with ``store()``, watch ``metrics()``/``assignment()``, ``stop()``."""
 
@@ -88,7 +96,8 @@ class KafkaStreams:
         )
         self.topology = topology
         self.application_id = application_id
-        self.process_id = uuid.uuid4().hex[:8]
+        self.process_id, self._process_slot = acquire_process_id(self.config.state_dir, application_id)
+        weakref.finalize(self, self._process_slot.release)
         self.cluster = connect(bootstrap_servers, self.config.client_config)
         if self.config.processing_guarantee == EXACTLY_ONCE_V2 and not (
             bootstrap_servers.startswith("memory://") or self.cluster.supports_transactions
@@ -324,8 +333,10 @@ class KafkaStreams:
             if other is not current:
                 other.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         stopped = all(not t.is_alive() for t in [*threads, *helpers] if t is not current)
-        if stopped and self._global_stores is not None:
-            self._global_stores.close()
+        if stopped:
+            if self._global_stores is not None:
+                self._global_stores.close()
+            self._process_slot.release()  # a later instance may take this process id (and its tasks) now
         with self._lock:
             self._finished_threads.extend(t for t in self._threads if t not in self._finished_threads)
             self._threads = [t for t in self._threads if t.is_alive()]
@@ -339,6 +350,7 @@ class KafkaStreams:
             state = self._state
             if state == State.CREATED:
                 self._transition(State.NOT_RUNNING)
+                self._process_slot.release()
                 return True
             if state not in (State.NOT_RUNNING, State.ERROR, State.PENDING_ERROR):
                 self._transition(State.PENDING_SHUTDOWN)
@@ -364,16 +376,45 @@ class KafkaStreams:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_until_running(self, timeout: float = 30.0) -> KafkaStreams:
-        """Blocks until RUNNING (handy in scripts and tests); raises if the app fails or time runs out."""
+    def wait_until_running(self, timeout: float = 30.0, progress: bool | None = None) -> KafkaStreams:
+        """Blocks until RUNNING (handy in scripts and tests); raises if the app fails or time runs out.
+
+        While stores restore from their changelogs a progress bar is shown (tqdm: a widget in Jupyter, text on
+        a terminal) when ``progress`` is True, or by default when the session is interactive.
+        """
+        show = _interactive() if progress is None else progress
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._state == State.RUNNING:
-                return self
-            if self._state in (State.ERROR, State.PENDING_ERROR):
-                raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
-            time.sleep(0.01)
+        bar = None
+        try:
+            while time.monotonic() < deadline:
+                if show:
+                    bar = self._show_restore(bar)
+                if self._state == State.RUNNING:
+                    return self
+                if self._state in (State.ERROR, State.PENDING_ERROR):
+                    raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
+                time.sleep(0.01)
+        finally:
+            if bar is not None:
+                bar.close()
         raise TimeoutError(f"app {self.application_id!r} not RUNNING after {timeout}s (state {self._state.value})")
+
+    def _show_restore(self, bar: Any) -> Any:
+        """Creates or advances the restore progress bar from the threads' restore progress."""
+        progress = [p for th in list(self._threads) for p in list(th.restore_progress.values())]
+        if not progress:
+            return bar
+        done, total = sum(p[0] for p in progress), sum(p[1] for p in progress)
+        if bar is None:
+            from tqdm.auto import tqdm
+
+            class RestoreBar(tqdm):
+                monitor_interval = 0  # no tqdm monitor thread: a stopped app leaves no thread behind
+
+            bar = RestoreBar(total=total, desc=f"{self.application_id}: restoring stores", unit="records")
+        bar.total = total
+        bar.update(done - bar.n)
+        return bar
 
     def wait_until_idle(self, timeout: float = 30.0) -> KafkaStreams:
         """Blocks until every input partition has been consumed to its end (lag 0 everywhere)."""

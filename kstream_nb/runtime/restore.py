@@ -39,11 +39,14 @@ def restore_task(
     todo = {tp for tp in existing if ends[tp] > begins[tp]}
     if not todo:
         return 0
-    consumer.assign(todo)
-    for tp in todo:
+    restoring = frozenset(todo)
+    consumer.assign(restoring)
+    for tp in restoring:
         consumer.seek(tp, begins[tp])
     restored = 0
     total = sum(ends[tp] - begins[tp] for tp in todo)
+    if progress is not None:
+        progress(task.task_id, 0, total)
     deadline = time.monotonic() + timeout_s
     while todo:
         if time.monotonic() > deadline:
@@ -53,8 +56,9 @@ def restore_task(
             records = [(r.key, r.value, r.timestamp) for r in batch.records if r.offset < ends[tp]]
             changelogs[tp].restore(records)
             restored += len(records)
-            if progress is not None:
-                progress(task.task_id, restored, total)
-        todo = {tp for tp in todo if consumer.position(tp) < ends[tp]}
+        positions = {tp: min(consumer.position(tp), ends[tp]) for tp in restoring}
+        if progress is not None:  # in offsets: compaction and transaction markers leave gaps in the records
+            progress(task.task_id, sum(positions[tp] - begins[tp] for tp in positions), total)
+        todo = {tp for tp in todo if positions[tp] < ends[tp]}
     consumer.assign([])
     return restored

@@ -123,7 +123,10 @@ class StreamThread(threading.Thread):
         self._on_state = on_state
         self._on_error = on_error
         self.admin = cluster.admin()
-        client = f"{config.client_id or config.application_id}-{name}"
+        # Kafka Streams' client ids: <client_id or application_id-process_id>-StreamThread-N. On Kafka the
+        # range assignor orders members by them, so an instance that restarts gets back the same tasks
+        thread_label = name.removeprefix(f"{config.application_id}-")
+        client = f"{config.client_id or f'{config.application_id}-{process_id}'}-{thread_label}"
         #: exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers
         #: that only see committed transactions (the open and aborted ones of other threads stay hidden)
         self._transactions = self._exactly_once and cluster.supports_transactions
@@ -303,8 +306,18 @@ class StreamThread(threading.Thread):
         for tp in task_tps:
             self._by_partition[tp] = task
 
+    def _write_checkpoint(self, task: StreamTask) -> None:
+        changelogs = task.persistent_changelogs()
+        if changelogs:
+            task.write_checkpoint(self.admin.end_offsets(changelogs))
+
     def _close_task(self, task: StreamTask) -> None:
         self._closed_processed += task.processed_total
+        if self._exactly_once and self.error is None:
+            try:
+                self._write_checkpoint(task)  # committed and closing cleanly: the stores match the changelog
+            except Exception:
+                log.exception("writing the checkpoint of task %s failed", task.task_id)
         try:
             task.close()
         except Exception:
@@ -409,9 +422,8 @@ class StreamThread(threading.Thread):
                 self.commit_total += 1
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
-            changelogs = task.persistent_changelogs()
-            if changelogs:
-                task.write_checkpoint(self.admin.end_offsets(changelogs))
+            if not self._exactly_once:
+                self._write_checkpoint(task)
         self._last_commit = time.monotonic()
 
     def _skip_transaction_markers(self) -> None:

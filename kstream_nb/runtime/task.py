@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from kstream_nb.processor.api import PunctuationType, Record
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.timestamps import FieldTimestampExtractor
-from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
@@ -130,6 +131,11 @@ class StreamTask:
         self.sources: dict[str, SourceNode] = {self.resolve_topic(t): n for t, n in graph.sources.items()}
         self.nodes: list[ProcessorNode] = graph.nodes
         self.queues: dict[TopicPartition, deque[Any]] = {tp: deque() for tp in partitions or ()}
+        #: under exactly-once the checkpoint is removed while the task runs and written on a clean close:
+        #: after a crash, stores on disk may hold writes of an aborted transaction, so they are wiped and
+        #: restored from the changelog (what Kafka Streams does)
+        self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
+        self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
         for builder in graph.stores:
             if isinstance(builder, TimestampedKeyValueStoreBuilder):
@@ -233,12 +239,32 @@ class StreamTask:
         return [r.changelog for r in self.stores.values() if r.changelog is not None and r.store.persistent]
 
     def read_checkpoint(self) -> dict[TopicPartition, int]:
-        """Changelog offsets up to which the persistent stores already hold the data."""
-        try:
-            data = json.loads(self.checkpoint_file.read_text())
-        except (FileNotFoundError, ValueError):
+        """Changelog offsets up to which the persistent stores already hold the data (read at creation)."""
+        return dict(self._checkpoint)
+
+    def _take_checkpoint(self) -> dict[TopicPartition, int]:
+        if self.state_dir is None:
             return {}
-        return {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}
+        path = self.checkpoint_file
+        try:
+            data = json.loads(path.read_text())
+            offsets = {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}
+        except (FileNotFoundError, ValueError, TypeError, KeyError):
+            offsets = {}
+        if self._exactly_once:
+            if offsets:
+                path.unlink()
+            else:
+                wiped = path.parent / "rocksdb"
+                if wiped.exists():
+                    log.warning(
+                        "task %s: no checkpoint after an unclean stop under exactly-once: wiping %s "
+                        "and restoring it from the changelog",
+                        self.task_id,
+                        wiped,
+                    )
+                    shutil.rmtree(wiped)
+        return offsets
 
     def write_checkpoint(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Records the changelog end offsets the flushed persistent stores correspond to (atomic rename)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from runtime_helpers import expected_counts, latest_per_key, store_dict, word_count_topology
@@ -77,3 +78,73 @@ def test_restart_with_nothing_new_reprocesses_nothing(url, make_app):
     assert all(lag == 0 for lag in app2.lag().values())
     app2.stop(10)
     assert len(ks.read_topic("word-counts", bootstrap_servers=url)) == before
+
+
+def _poisoned_count(poison: list[bool]) -> ks.Topology:
+    """Counts keys; fails the thread on the value "boom" while ``poison[0]`` is set."""
+
+    def check(value: str) -> str:
+        if poison[0] and value == "boom":
+            raise ValueError("poisoned record")
+        return value
+
+    b = ks.StreamsBuilder()
+    b.stream("words").map_values(check).group_by_key().count(store="counts")
+    return b.build()
+
+
+def test_exactly_once_wipes_persistent_stores_after_an_unclean_stop(url, make_app, tmp_path):
+    """Under exactly_once_v2 the checkpoint exists only after a clean close; after a failure the RocksDB
+    store may hold writes of the aborted transaction, so it is wiped and restored from the changelog."""
+    settings = {
+        "processing_guarantee": "exactly_once_v2",
+        "default_dsl_store": "rocksdb",
+        "state_dir": str(tmp_path),
+    }
+    poison = [True]
+    ks.produce("words", [("a", "x"), ("b", "x")], bootstrap_servers=url, partitions=1)
+    first = make_app(_poisoned_count(poison), application_id="eos-wipe", **settings).start()
+    first.wait_until_running().wait_until_idle()
+    assert first.stop(10) is True
+    checkpoint = tmp_path / "eos-wipe" / "0_0" / ".checkpoint"
+    assert checkpoint.exists(), "a clean close under exactly-once writes the checkpoint"
+
+    # "fresh" is counted into RocksDB, then "boom" fails the thread: the transaction is aborted
+    ks.produce("words", [("fresh", "x"), ("b", "x"), ("bad", "boom")], bootstrap_servers=url, partitions=1)
+    # one transaction for the whole batch: no commit before the poisoned record
+    second = make_app(
+        _poisoned_count(poison), application_id="eos-wipe", **{**settings, "commit_interval_ms": 60_000}
+    )
+    second.start()
+    deadline = time.monotonic() + 10
+    while second.state != ks.State.ERROR and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert second.state == ks.State.ERROR
+    assert not checkpoint.exists(), "no checkpoint is left while running, nor after a failure"
+    second.stop(10)
+
+    poison[0] = False
+    third = make_app(_poisoned_count(poison), application_id="eos-wipe", **settings).start()
+    third.wait_until_running().wait_until_idle()
+    # without the wipe "fresh" would count 2 (the aborted write left in RocksDB, then the reprocessing)
+    assert dict(third.store("counts").all()) == {"a": 1, "b": 2, "fresh": 1, "bad": 1}
+    assert third.metrics()["restored-records-total"] == 2  # the committed changelog: a and b
+
+
+def test_restore_progress_in_metrics_and_a_progress_bar(url, make_app, capfd):
+    """A restarted app restores its in-memory store from the changelog: progress in offsets per task in
+    app.metrics(), and a text progress bar while wait_until_running waits (progress=True)."""
+    words = [f"w{i % 500}" for i in range(3000)]
+    ks.produce("sentences", [" ".join(words[i : i + 10]) for i in range(0, len(words), 10)], bootstrap_servers=url)
+    first = _run(make_app, application_id="progress")
+    first.stop(10)
+    capfd.readouterr()
+    second = make_app(word_count_topology(), application_id="progress").start()
+    second.wait_until_running(progress=True)
+    bar = capfd.readouterr().err
+    changelog_records = len(ks.read_topic("progress-counts-changelog", bootstrap_servers=url))
+    assert "progress: restoring stores" in bar
+    assert f"{changelog_records}/{changelog_records}" in bar
+    progress = second.metrics()["restore-progress"]
+    assert sum(done for done, _ in progress.values()) == changelog_records
+    assert all(done == total for done, total in progress.values())
