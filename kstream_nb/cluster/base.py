@@ -221,6 +221,11 @@ class Consumer(ABC):
     @abstractmethod
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]: ...
 
+    @property
+    def member_id(self) -> str | None:
+        """The id the group gave this member (None when not in a group or not known)."""
+        return None
+
     @abstractmethod
     def request_rebalance(self) -> None:
         """Asks the group to rebalance (e.g. after the subscription userdata changed)."""
@@ -236,6 +241,9 @@ class Cluster(ABC):
     bootstrap_servers: str
     #: producers created with a ``transactional.id`` write in transactions (Kafka); False: embedded cluster
     supports_transactions: bool = False
+    #: the group leader runs the streams assignor (embedded cluster); False: each member derives its tasks
+    #: from librdkafka's range assignment and members share what they hold on a topic (Kafka)
+    runs_group_assignor: bool = True
 
     @abstractmethod
     def admin(self) -> Admin: ...

@@ -149,6 +149,7 @@ class KafkaCluster(Cluster):
     """
 
     supports_transactions = True
+    runs_group_assignor = False
 
     def __init__(
         self, bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout_s: float = 30.0

@@ -231,6 +231,12 @@ class KafkaConsumer(Consumer):
         finally:
             self._lost = False
 
+    @property
+    def member_id(self) -> str | None:
+        if not self._subscribed or self._closed:
+            return None
+        return self._consumer.memberid() or None
+
     def request_rebalance(self) -> None:
         self._check_open()
         if not self._subscribed:

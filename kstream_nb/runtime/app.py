@@ -23,6 +23,7 @@ from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, Missing
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
+from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
@@ -123,6 +124,7 @@ class KafkaStreams:
         self.error: BaseException | None = None
         self._global_stores: GlobalStores | None = None
         self._global_thread: GlobalStreamThread | None = None
+        self._group_members: GroupMembers | None = None
         #: what the app waits for while REBALANCING before its threads run ("waiting for broker"), or None
         self.status: str | None = None
         self.broker_retries = 0
@@ -226,6 +228,8 @@ class KafkaStreams:
                     self._global_stores, self.cluster, self.config, self._fail
                 )
                 self._global_thread.start()
+            if not self.cluster.runs_group_assignor:
+                self._group_members = GroupMembers(self.cluster, self.application_id, self.config.client_config)
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
             watch = threading.Thread(
@@ -247,6 +251,7 @@ class KafkaStreams:
             self._thread_failed,
             self._global_stores.stores if self._global_stores else None,
             self._global_thread.bootstrapped if self._global_thread else None,
+            self._group_members,
         )
 
     def _start_thread(self) -> StreamThread:
@@ -336,6 +341,8 @@ class KafkaStreams:
         if stopped:
             if self._global_stores is not None:
                 self._global_stores.close()
+            if self._group_members is not None:
+                self._group_members.close()
             self._process_slot.release()  # a later instance may take this process id (and its tasks) now
         with self._lock:
             self._finished_threads.extend(t for t in self._threads if t not in self._finished_threads)
@@ -509,14 +516,15 @@ class KafkaStreams:
             for t in list(self._threads)
         }
 
-    def group_assignment(self) -> dict[str, dict[str, str]]:
-        """Every instance and thread of the application: task id -> {"thread", "instance"} (last rebalance)."""
+    def group_assignment(self) -> dict[str, dict[str, Any]]:
+        """Every instance and thread of the application: task id -> {"thread", "instance", "standby"}, the
+        last one being the instances keeping standby copies (as of the last rebalance; on Kafka, as the
+        members last reported on the group-members board)."""
+        view: dict[str, dict[str, Any]] = {}
         for thread in list(self._threads):
-            if thread.group_view:
-                return {
-                    tid: {"thread": member, "instance": pid} for tid, (member, pid) in thread.group_view.items()
-                }
-        return {}
+            for tid, (member, pid, standby) in dict(thread.group_view).items():
+                view[tid] = {"thread": member, "instance": pid, "standby": list(standby)}
+        return dict(sorted(view.items()))
 
     def lag(self) -> dict[str, int]:
         """Records not yet processed per input partition (``topic-partition`` -> count)."""

@@ -183,10 +183,18 @@ class StreamsPartitionAssignor:
                     )
                 mine.append(TaskInfo(task.task_id, task.subtopology, task.partition, got))
             me = _thread_of("", subscription), _process_of(subscription)
+            tasks = self.tasks(counts)
+            per_sub: dict[int, int] = {}
+            for task in tasks:
+                per_sub[task.subtopology] = per_sub.get(task.subtopology, 0) + 1
+            stateful = _logged_subtopologies(self.topology) if self.num_standby_replicas > 0 else set()
             userdata = {
                 "active": {t.task_id: list(t.partitions) for t in mine},
                 "missing_topics": list(self.missing_topics),
-                "all": {t.task_id: me for t in mine},
+                "all": {t.task_id: (*me, []) for t in mine},
+                # the whole group's tasks: members place standby tasks themselves (runtime/group_members.py)
+                "layout": {t.task_id: (t.partition, per_sub[t.subtopology]) for t in tasks},
+                "stateful": sorted(t.task_id for t in tasks if t.subtopology in stateful),
             }
             return Assignment(frozenset(tp for t in mine for tp in t.partitions), userdata)
 
@@ -243,6 +251,9 @@ class StreamsPartitionAssignor:
                         t.task_id: (
                             _thread_of(owners[t.task_id], subscriptions[owners[t.task_id]]),
                             _process_of(subscriptions[owners[t.task_id]]),
+                            sorted(
+                                _process_of(subscriptions[m]) for m, ids in standbys.items() if t.task_id in ids
+                            ),
                         )
                         for t in tasks
                     },

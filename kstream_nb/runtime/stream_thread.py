@@ -17,6 +17,7 @@ from kstream_nb.cluster.base import Admin, Cluster
 from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.restore import restore_task
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from kstream_nb.cluster.base import Producer
 
 log = logging.getLogger("kstream_nb.thread")
+
+#: how often a thread on Kafka reads the group-members board and publishes its heartbeat there
+GROUP_HEARTBEAT_S = 1.0
 
 
 def wall_clock_ms() -> int:
@@ -109,8 +113,11 @@ class StreamThread(threading.Thread):
         on_error: Callable[[StreamThread, BaseException], None],
         global_stores: Mapping[str, Any] | None = None,
         global_ready: threading.Event | None = None,
+        group_members: GroupMembers | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
+        #: on Kafka, the board where members publish what they hold (the group view, standby placement)
+        self.group_members = group_members
         self.global_stores = global_stores or {}
         #: exactly-once: outputs, changelog writes and offsets become visible together, at commit
         self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
@@ -173,6 +180,11 @@ class StreamThread(threading.Thread):
         self._last_commit = time.monotonic()
         self._closed_processed = 0
         self._prev_tasks: list[str] = []
+        self._client_id = client
+        self._assigned_ms = 0
+        self._task_layout: dict[str, tuple[int, int]] = {}
+        self._stateful_tasks: set[str] = set()
+        self._last_heartbeat = 0.0
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -221,7 +233,13 @@ class StreamThread(threading.Thread):
         active = userdata.get("active", {})
         for task_id in [t for t in self._suspended if t not in active]:
             self._close_task(self._suspended.pop(task_id))
-        warm = self._update_standbys(set(userdata.get("standby", ())), set(active), subs)
+        if "layout" in userdata:  # the members place standbys themselves: keep them until the next placement
+            self._task_layout = {tid: (p, n) for tid, (p, n) in userdata["layout"].items()}
+            self._stateful_tasks = set(userdata.get("stateful", ()))
+            wanted = set(self.standbys) & self._stateful_tasks
+        else:
+            wanted = set(userdata.get("standby", ()))
+        warm = self._update_standbys(wanted, set(active), subs)
         for task_id, tps in active.items():
             resumed = self._suspended.pop(task_id, None)
             if resumed is not None:
@@ -258,6 +276,9 @@ class StreamThread(threading.Thread):
                 raise
             self._add_task(task, tps)
         self._prev_tasks = sorted(self.tasks)
+        self._assigned_ms = wall_clock_ms()
+        if self.group_members is not None:
+            self._publish_member()
         self._set_state("RUNNING")
 
     # ---- standby tasks: warm copies of other instances' stores ----------------------------------
@@ -274,6 +295,49 @@ class StreamThread(threading.Thread):
             )
         self._assign_standby_consumer()
         return promoted
+
+    def _publish_member(self) -> None:
+        assert self.group_members is not None
+        self._last_heartbeat = time.monotonic()
+        self.group_members.publish(
+            Member(
+                key=self._client_id,
+                member_id=self.consumer.member_id or self._client_id,
+                process_id=self.process_id,
+                thread=self.name,
+                active=tuple(sorted(self.tasks)),
+                standby=tuple(sorted(self.standbys)),
+                assigned_ms=self._assigned_ms,
+                heartbeat_ms=wall_clock_ms(),
+            )
+        )
+
+    def _maintain_group(self) -> None:
+        """On Kafka, about once a second: reads the board, places standby tasks, publishes a heartbeat."""
+        if self.group_members is None or time.monotonic() - self._last_heartbeat < GROUP_HEARTBEAT_S:
+            return
+        self.group_members.refresh()
+        members = self.group_members.live()
+        standby_instances: dict[str, set[str]] = {}
+        for member in members:
+            for tid in member.standby:
+                standby_instances.setdefault(tid, set()).add(member.process_id)
+        owners = active_owners(members)
+        self.group_view = {
+            tid: (m.thread, m.process_id, sorted(standby_instances.get(tid, ())))
+            for tid, m in sorted(owners.items())
+        }
+        if self.config.num_standby_replicas > 0:
+            placement = standby_placement(
+                members, self._task_layout, self._stateful_tasks, self.config.num_standby_replicas
+            )
+            wanted = {tid for tid, chosen in placement.items() if any(m.key == self._client_id for m in chosen)}
+            # a task whose instance just left has no owner until the group rebalances: keep its warm copy
+            wanted |= {tid for tid in self.standbys if tid not in owners}
+            if wanted - set(self.tasks) != set(self.standbys):
+                subs = {s.id: s for s in self.topology.subtopologies()}
+                self._update_standbys(wanted, set(self.tasks), subs)
+        self._publish_member()
 
     def _assign_standby_consumer(self) -> None:
         positions = {tp: off for sb in self.standbys.values() for tp, off in sb.positions.items()}
@@ -373,6 +437,7 @@ class StreamThread(threading.Thread):
             if not self._exactly_once:
                 self._publish()
             self._update_standby_stores()
+            self._maintain_group()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()
@@ -476,6 +541,11 @@ class StreamThread(threading.Thread):
         finally:
             for standby in self.standbys.values():
                 standby.close()
+            if self.group_members is not None:
+                try:
+                    self.group_members.leave(self._client_id)
+                except Exception:
+                    log.exception("%s could not leave the group-members board", self.name)
             closers = (self.consumer.close, self.restore_consumer.close, self.standby_consumer.close)
             for closer in (*closers, self.producer.close):
                 try:

@@ -31,6 +31,7 @@ from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
+from kstream_nb.state.window_store import WindowStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
@@ -138,7 +139,7 @@ class StreamTask:
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
         for builder in graph.stores:
-            if isinstance(builder, TimestampedKeyValueStoreBuilder):
+            if isinstance(builder, (TimestampedKeyValueStoreBuilder, WindowStoreBuilder)):
                 store = builder.build(
                     config.default_key_serde, config.default_value_serde, config.default_dsl_store
                 )

@@ -6,10 +6,18 @@ from abc import ABC, abstractmethod
 from typing import Any, Protocol, TypeVar
 
 from kstream_nb.cluster.serdes import SerdeSpec, serde_from
+from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import StreamsError
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore, StateStore
+from kstream_nb.state.window_store import (
+    InMemorySessionStore,
+    InMemoryWindowStore,
+    SessionStore,
+    WindowStore,
+    WindowStoreBuilder,
+)
 
 
 def _check_name(name: object) -> str:
@@ -78,6 +86,80 @@ class RocksDBKeyValueStoreSupplier(KeyValueStoreSupplier):
 
     def __repr__(self) -> str:
         return f"RocksDBKeyValueStoreSupplier({self._name!r})"
+
+
+class WindowStoreSupplier:
+    """Makes window stores (in memory or RocksDB) with a retention period and a window size, one per task."""
+
+    def __init__(
+        self, name: str, retention: Duration, window_size: Duration, retain_duplicates: bool, persistent: bool
+    ) -> None:
+        self._name = _check_name(name)
+        self.retention_ms = to_millis(retention, "retention")
+        self.window_size_ms = to_millis(window_size, "window size")
+        if self.window_size_ms < 0 or self.retention_ms < self.window_size_ms:
+            raise StreamsError(
+                f"window store {name!r}: retention ({self.retention_ms} ms) must be at least the window size "
+                f"({self.window_size_ms} ms), and the window size not negative"
+            )
+        self.retain_duplicates = retain_duplicates
+        self.persistent = persistent
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def metrics_scope(self) -> str:
+        """The backend's name in metrics ("in-memory-window", "rocksdb-window")."""
+        return "rocksdb-window" if self.persistent else "in-memory-window"
+
+    def get(self) -> WindowStore:
+        """A new, uninitialized store."""
+        if self.persistent:
+            from kstream_nb.state.rocksdb_window import RocksDBWindowStore
+
+            return RocksDBWindowStore(self._name, self.retention_ms, self.window_size_ms, self.retain_duplicates)
+        return InMemoryWindowStore(self._name, self.retention_ms, self.window_size_ms, self.retain_duplicates)
+
+    def __repr__(self) -> str:
+        return (
+            f"WindowStoreSupplier({self._name!r}, retention_ms={self.retention_ms}, "
+            f"window_size_ms={self.window_size_ms}, persistent={self.persistent})"
+        )
+
+
+class SessionStoreSupplier:
+    """Makes session stores (in memory or RocksDB) with a retention period, one per task."""
+
+    def __init__(self, name: str, retention: Duration, persistent: bool) -> None:
+        self._name = _check_name(name)
+        self.retention_ms = to_millis(retention, "retention")
+        if self.retention_ms < 0:
+            raise StreamsError(f"session store {name!r}: retention must not be negative, got {retention!r}")
+        self.persistent = persistent
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def metrics_scope(self) -> str:
+        """The backend's name in metrics ("in-memory-session", "rocksdb-session")."""
+        return "rocksdb-session" if self.persistent else "in-memory-session"
+
+    def get(self) -> SessionStore:
+        """A new, uninitialized store."""
+        if self.persistent:
+            from kstream_nb.state.rocksdb_window import RocksDBSessionStore
+
+            return RocksDBSessionStore(self._name, self.retention_ms)
+        return InMemorySessionStore(self._name, self.retention_ms)
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionStoreSupplier({self._name!r}, retention_ms={self.retention_ms}, persistent={self.persistent})"
+        )
 
 
 _B = TypeVar("_B", bound="StoreBuilder")
@@ -230,3 +312,51 @@ class Stores:
     ) -> KeyValueStoreBuilder:
         """A builder of key-value store stacks; logging is enabled and caching disabled by default."""
         return KeyValueStoreBuilder(supplier, key_serde, value_serde)
+
+    @staticmethod
+    def in_memory_window_store(
+        name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
+    ) -> WindowStoreSupplier:
+        """A supplier of in-memory window stores keeping windows ``retention`` behind stream time."""
+        return WindowStoreSupplier(name, retention, window_size, retain_duplicates, persistent=False)
+
+    @staticmethod
+    def persistent_window_store(
+        name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
+    ) -> WindowStoreSupplier:
+        """A supplier of RocksDB window stores: data on disk, only the changelog's tail restored."""
+        return WindowStoreSupplier(name, retention, window_size, retain_duplicates, persistent=True)
+
+    @staticmethod
+    def in_memory_session_store(name: str, retention: Duration) -> SessionStoreSupplier:
+        """A supplier of in-memory session stores keeping sessions ``retention`` behind stream time."""
+        return SessionStoreSupplier(name, retention, persistent=False)
+
+    @staticmethod
+    def persistent_session_store(name: str, retention: Duration) -> SessionStoreSupplier:
+        """A supplier of RocksDB session stores: data on disk, only the changelog's tail restored."""
+        return SessionStoreSupplier(name, retention, persistent=True)
+
+    @staticmethod
+    def window_store_builder(
+        supplier: WindowStoreSupplier, key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None
+    ) -> WindowStoreBuilder:
+        """A builder of window store stacks holding plain values; logging is enabled by default."""
+        return WindowStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=False,
+                                  follows_dsl_store=False)  # fmt: skip
+
+    @staticmethod
+    def timestamped_window_store_builder(
+        supplier: WindowStoreSupplier, key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None
+    ) -> WindowStoreBuilder:
+        """A builder of window store stacks holding ``ValueAndTimestamp`` values (as DSL aggregations)."""
+        return WindowStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=True,
+                                  follows_dsl_store=False)  # fmt: skip
+
+    @staticmethod
+    def session_store_builder(
+        supplier: SessionStoreSupplier, key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None
+    ) -> WindowStoreBuilder:
+        """A builder of session store stacks; logging is enabled by default."""
+        return WindowStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=False,
+                                  follows_dsl_store=False)  # fmt: skip

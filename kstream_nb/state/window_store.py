@@ -1,27 +1,32 @@
-"""Window and session stores in memory, with a change-logging layer for each.
+"""Window and session stores: their interfaces, the in-memory backend, change-logging, and the builder.
 
 A window store maps (key, window start) to a value; with ``retain_duplicates`` (stream-stream joins)
 every put is kept. A session store maps (key, session start, session end) to a value. Windows older
-than the retention period behind the observed stream time are dropped.
+than the retention period behind the observed stream time are dropped. The RocksDB backend lives in
+``kstream_nb.state.rocksdb_window``; ``WindowStoreBuilder`` picks it for ``default_dsl_store="rocksdb"``.
 """
 
 from __future__ import annotations
 
 import heapq
 import struct
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
-from kstream_nb.cluster.serdes import Serde
+from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.state.changelogging import _ChangelogRegistration
 from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
 _SEQ = struct.Struct(">i")
 
 
-class _Store(StateStore):
+class WindowedStore(StateStore):
+    """What window and session stores share: a name, a retention period and the observed stream time."""
+
     def __init__(self, name: str, retention_ms: int) -> None:
         self._name = name
         self.retention_ms = retention_ms
@@ -59,22 +64,96 @@ class _Store(StateStore):
         if timestamp > self.observed_stream_time:
             self.observed_stream_time = timestamp
 
+    @property
+    def expiry_limit(self) -> int:
+        """Entries whose window start (session end) is at or below this are past retention."""
+        return self.observed_stream_time - self.retention_ms
 
-class InMemoryWindowStore(_Store):
-    """(key, window start) -> value; ``fetch`` by key and time range; expires by retention."""
+
+class WindowStore(WindowedStore):
+    """(key, window start) -> value, as Kafka Streams' ``WindowStore``."""
+
+    window_size_ms: int
+    retain_duplicates: bool
+    #: sequence number of the last duplicate put (what the changelog key carries)
+    seq: int
+
+    @abstractmethod
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        """Stores a value for the window (None deletes it unless duplicates are retained)."""
+
+    @abstractmethod
+    def fetch(self, key: Any, window_start: int) -> Any:
+        """The window's value (the list of values with ``retain_duplicates``), or None."""
+
+    @abstractmethod
+    def fetch_range(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+        """(window start, value) for ``key`` with start in [time_from, time_to], by start (duplicates flat)."""
+
+    @abstractmethod
+    def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
+        """(key, window start, value) for every window in the range, by key then start."""
+
+    def all(self) -> list[tuple[Any, int, Any]]:
+        """Every window, by key then start."""
+        return self.fetch_all()
+
+    @abstractmethod
+    def approximate_num_entries(self) -> int:
+        """How many windows (values, with duplicates) the store holds."""
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The windows as a DataFrame with ``key``, ``start``, ``end`` and ``value`` columns."""
+        rows = [(k, s, s + self.window_size_ms, v) for k, s, v in self.all()]
+        return pd.DataFrame(rows, columns=["key", "start", "end", "value"])
+
+
+class SessionStore(WindowedStore):
+    """(key, session start, session end) -> value, as Kafka Streams' ``SessionStore``."""
+
+    @abstractmethod
+    def put(self, key: Any, start: int, end: int, value: Any) -> None:
+        """Stores a session's aggregate (None removes the session)."""
+
+    def remove(self, key: Any, start: int, end: int) -> None:
+        """Removes the session."""
+        self.put(key, start, end, None)
+
+    @abstractmethod
+    def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+        """Sessions of ``key`` with end >= earliest_end and start <= latest_start, by start."""
+
+    @abstractmethod
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        """The session's aggregate, or None."""
+
+    @abstractmethod
+    def all(self) -> list[tuple[Any, int, int, Any]]:
+        """(key, start, end, value) of every session, by key then start."""
+
+    @abstractmethod
+    def approximate_num_entries(self) -> int:
+        """How many sessions the store holds."""
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The sessions as a DataFrame with ``key``, ``start``, ``end`` and ``value`` columns."""
+        return pd.DataFrame(self.all(), columns=["key", "start", "end", "value"])
+
+
+class InMemoryWindowStore(WindowStore):
+    """(key, window start) -> value in dicts; ``fetch`` by key and time range; expires by retention."""
 
     def __init__(self, name: str, retention_ms: int, window_size_ms: int, retain_duplicates: bool = False) -> None:
         super().__init__(name, retention_ms)
         self.window_size_ms = window_size_ms
         self.retain_duplicates = retain_duplicates
         self._data: dict[Any, dict[int, Any]] = {}
-        self._seq = 0
+        self.seq = 0
         #: time index for expiry: window start -> keys holding it, and a heap of starts
         self._by_start: dict[int, set[Any]] = {}
         self._starts: list[int] = []
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
-        """Stores a value for the window (None deletes it unless duplicates are retained)."""
         self._observe(window_start)
         if window_start <= self.observed_stream_time - self.retention_ms:
             return
@@ -84,11 +163,12 @@ class InMemoryWindowStore(_Store):
                 windows.pop(window_start, None)
                 if not windows:
                     del self._data[key]
+            self._expire()
             return
         if windows is None:
             windows = self._data[key] = {}
         if self.retain_duplicates:
-            self._seq += 1
+            self.seq = (self.seq + 1) & 0x7FFFFFFF
             windows.setdefault(window_start, []).append(value)
         else:
             windows[window_start] = value
@@ -117,7 +197,6 @@ class InMemoryWindowStore(_Store):
         return None if windows is None else windows.get(window_start)
 
     def fetch_range(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
-        """(window start, value) for ``key`` with start in [time_from, time_to], by start (duplicates flat)."""
         windows = self._data.get(key)
         if not windows:
             return []
@@ -131,7 +210,6 @@ class InMemoryWindowStore(_Store):
         return out
 
     def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
-        """(key, window start, value) for every window in the range, by key then start."""
         keys, _ = sort_keys(list(self._data))
         out: list[tuple[Any, int, Any]] = []
         for key in keys:
@@ -142,15 +220,10 @@ class InMemoryWindowStore(_Store):
                     out.extend((key, start, v) for v in values)
         return out
 
-    def all(self) -> list[tuple[Any, int, Any]]:
-        return self.fetch_all()
-
     def approximate_num_entries(self) -> int:
+        if self.retain_duplicates:
+            return sum(len(v) for w in list(self._data.values()) for v in list(w.values()))
         return sum(len(w) for w in list(self._data.values()))
-
-    def to_pandas(self) -> pd.DataFrame:
-        rows = [(k, s, s + self.window_size_ms, v) for k, s, v in self.all()]
-        return pd.DataFrame(rows, columns=["key", "start", "end", "value"])
 
     def close(self) -> None:
         super().close()
@@ -158,57 +231,8 @@ class InMemoryWindowStore(_Store):
         self._by_start, self._starts = {}, []
 
 
-class ChangeLoggingWindowStore:
-    """Logs each window put to the changelog: key = key bytes + 8-byte window start (+ 4-byte sequence)."""
-
-    def __init__(
-        self, inner: InMemoryWindowStore, key_serde: Serde, value_serde: Serde, timestamped: bool = True
-    ) -> None:
-        self.inner = inner
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
-        self.timestamped = timestamped
-        self._topic = ""
-        self._context: StateStoreContext | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self._context = context
-        self._topic = context.changelog_topic(self.inner.name)
-        self.inner.context = context
-        self.inner._open = True
-        context.register(root or self, self._restore, self._topic)  # type: ignore[arg-type]
-
-    def put(self, key: Any, value: Any, window_start: int) -> None:
-        self.inner.put(key, value, window_start)
-        ctx = self._context
-        assert ctx is not None
-        suffix = _TS.pack(window_start) + (_SEQ.pack(self.inner._seq) if self.inner.retain_duplicates else b"")
-        key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + suffix
-        timestamp = ctx.timestamp
-        if self.timestamped and value is not None:
-            value, timestamp = value.value, value.timestamp
-        value_bytes = self.value_serde.serialize(self._topic, value)
-        ctx.log_change(self._topic, ctx.partition, key_bytes, value_bytes, timestamp)
-
-    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
-        cut = 12 if self.inner.retain_duplicates else 8
-        for key_bytes, value_bytes, *rest in batch:
-            if key_bytes is None:
-                continue
-            start = _TS.unpack_from(key_bytes, len(key_bytes) - cut)[0]
-            key = self.key_serde.deserialize(self._topic, key_bytes[:-cut])
-            value = self.value_serde.deserialize(self._topic, value_bytes)
-            if self.timestamped and value is not None:
-                value = ValueAndTimestamp(value, rest[0])
-            self.inner.put(key, value, start)
-
-
-class InMemorySessionStore(_Store):
-    """(key, session start, session end) -> value; finds sessions overlapping a time range."""
+class InMemorySessionStore(SessionStore):
+    """(key, session start, session end) -> value in dicts; finds sessions overlapping a time range."""
 
     def __init__(self, name: str, retention_ms: int) -> None:
         super().__init__(name, retention_ms)
@@ -218,7 +242,6 @@ class InMemorySessionStore(_Store):
         self._ends: list[int] = []
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
-        """Stores a session's aggregate (None removes the session)."""
         self._observe(end)
         sessions = self._data.get(key)
         if value is None:
@@ -226,6 +249,7 @@ class InMemorySessionStore(_Store):
                 sessions.pop((start, end), None)
                 if not sessions:
                     del self._data[key]
+            self._expire()
             return
         if end <= self.observed_stream_time - self.retention_ms:
             return
@@ -238,9 +262,6 @@ class InMemorySessionStore(_Store):
             heapq.heappush(self._ends, end)
         entries.add((key, start))
         self._expire()
-
-    def remove(self, key: Any, start: int, end: int) -> None:
-        self.put(key, start, end, None)
 
     def _expire(self) -> None:
         """Drops sessions whose end is retention behind the observed stream time (cost: what expires)."""
@@ -256,7 +277,6 @@ class InMemorySessionStore(_Store):
                         del self._data[key]
 
     def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
-        """Sessions of ``key`` with end >= earliest_end and start <= latest_start, by start."""
         sessions = self._data.get(key) or {}
         return [(s, e, v) for (s, e), v in sorted(sessions.items()) if e >= earliest_end and s <= latest_start]
 
@@ -270,19 +290,65 @@ class InMemorySessionStore(_Store):
     def approximate_num_entries(self) -> int:
         return sum(len(s) for s in list(self._data.values()))
 
-    def to_pandas(self) -> pd.DataFrame:
-        return pd.DataFrame(self.all(), columns=["key", "start", "end", "value"])
-
     def close(self) -> None:
         super().close()
         self._data = {}
         self._by_end, self._ends = {}, []
 
 
+class ChangeLoggingWindowStore:
+    """Logs each window put to the changelog: key = key bytes + 8-byte window start (+ 4-byte sequence)."""
+
+    def __init__(self, inner: WindowStore, key_serde: Serde, value_serde: Serde, timestamped: bool = True) -> None:
+        self.inner = inner
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
+        self.timestamped = timestamped
+        self._topic = ""
+        self._context: StateStoreContext | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._context = context
+        self._topic = context.changelog_topic(self.inner.name)
+        self.inner.init(_ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        self.inner.put(key, value, window_start)
+        ctx = self._context
+        assert ctx is not None
+        suffix = _TS.pack(window_start) + (_SEQ.pack(self.inner.seq) if self.inner.retain_duplicates else b"")
+        key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + suffix
+        timestamp = ctx.timestamp
+        if self.timestamped and value is not None:
+            value, timestamp = value.value, value.timestamp
+        value_bytes = self.value_serde.serialize(self._topic, value)
+        ctx.log_change(self._topic, ctx.partition, key_bytes, value_bytes, timestamp)
+
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        restore_raw = getattr(self.inner, "restore_raw", None)
+        if restore_raw is not None:  # RocksDB: the changelog key is already the store's key layout
+            restore_raw(batch)
+            return
+        cut = 12 if self.inner.retain_duplicates else 8
+        for key_bytes, value_bytes, *rest in batch:
+            if key_bytes is None:
+                continue
+            start = _TS.unpack_from(key_bytes, len(key_bytes) - cut)[0]
+            key = self.key_serde.deserialize(self._topic, key_bytes[:-cut])
+            value = self.value_serde.deserialize(self._topic, value_bytes)
+            if self.timestamped and value is not None:
+                value = ValueAndTimestamp(value, rest[0])
+            self.inner.put(key, value, start)
+
+
 class ChangeLoggingSessionStore:
     """Logs each session put/remove: key = key bytes + 8-byte end + 8-byte start (Kafka's session schema)."""
 
-    def __init__(self, inner: InMemorySessionStore, key_serde: Serde, value_serde: Serde) -> None:
+    def __init__(self, inner: SessionStore, key_serde: Serde, value_serde: Serde) -> None:
         self.inner = inner
         self.key_serde = key_serde
         self.value_serde = value_serde
@@ -295,9 +361,7 @@ class ChangeLoggingSessionStore:
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
-        self.inner.context = context
-        self.inner._open = True
-        context.register(root or self, self._restore, self._topic)  # type: ignore[arg-type]
+        self.inner.init(_ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
         self.inner.put(key, start, end, value)
@@ -311,6 +375,10 @@ class ChangeLoggingSessionStore:
         self.put(key, start, end, None)
 
     def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        restore_raw = getattr(self.inner, "restore_raw", None)
+        if restore_raw is not None:  # RocksDB: the changelog key is already the store's key layout
+            restore_raw(batch)
+            return
         for key_bytes, value_bytes, *_ in batch:
             if key_bytes is None:
                 continue
@@ -323,31 +391,70 @@ class ChangeLoggingSessionStore:
 
 
 class WindowStoreBuilder:
-    """Builds a window or session store stack for each task (change-logging unless disabled)."""
+    """Builds a window or session store stack for each task (change-logging unless disabled).
 
-    def __init__(self, name: str, make: Callable[[], InMemoryWindowStore | InMemorySessionStore],
-                 key_serde: Any = None, value_serde: Any = None, timestamped: bool = True) -> None:  # fmt: skip
+    ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
+    backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
+    ``Stores`` supplier keep the backend the supplier names.
+    """
+
+    def __init__(self, name: str, make: Callable[[], WindowStore | SessionStore],
+                 key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None,
+                 timestamped: bool = True, follows_dsl_store: bool = True) -> None:  # fmt: skip
         self.name = name
         self.timestamped = timestamped
         self._make = make
         self.key_serde = key_serde
         self.value_serde = value_serde
+        self.follows_dsl_store = follows_dsl_store
         self.logging_enabled = True
         self.log_config: dict[str, str] = {}
         self.caching_enabled = False
 
-    def with_logging_disabled(self) -> WindowStoreBuilder:
-        self.logging_enabled = False
+    def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
+        """Logs changes to the changelog, created with the given topic configs."""
+        self.logging_enabled = True
+        self.log_config = dict(config or {})
         return self
 
-    def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> Any:
-        from kstream_nb.cluster.serdes import serde_from
+    def with_logging_disabled(self) -> WindowStoreBuilder:
+        """No changelog: the store starts empty after a task move (a RocksDB store keeps its disk data)."""
+        self.logging_enabled = False
+        self.log_config = {}
+        return self
 
+    def with_caching_enabled(self) -> WindowStoreBuilder:
+        """Asks for a record cache in front of the store (recorded; window stores are not cached yet)."""
+        self.caching_enabled = True
+        return self
+
+    def with_caching_disabled(self) -> WindowStoreBuilder:
+        """Every write goes straight through to the store and its changelog."""
+        self.caching_enabled = False
+        return self
+
+    def build(
+        self,
+        default_key_serde: SerdeSpec | None = None,
+        default_value_serde: SerdeSpec | None = None,
+        dsl_store: str | None = None,
+    ) -> Any:
+        """A new store stack; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
         store = self._make()
-        if not self.logging_enabled:
-            return store
+        if dsl_store == "rocksdb" and self.follows_dsl_store:
+            from kstream_nb.state.rocksdb_window import persistent_equivalent
+
+            store = persistent_equivalent(store)
         key_serde = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
         value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
-        if isinstance(store, InMemorySessionStore):
+        use_serdes = getattr(store, "use_serdes", None)
+        if use_serdes is not None:
+            use_serdes(key_serde, value, self.timestamped)
+        if not self.logging_enabled:
+            return store
+        if isinstance(store, SessionStore):
             return ChangeLoggingSessionStore(store, key_serde, value)
         return ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
+
+    def __repr__(self) -> str:
+        return f"WindowStoreBuilder({self.name!r}, logging={self.logging_enabled}, caching={self.caching_enabled})"

@@ -50,7 +50,7 @@ def _store(node: dict[str, Any]) -> str | None:
 class CaseRun:
     """Builds the case's topology and pipes its steps; ``captured[node]`` holds what each node produced."""
 
-    def __init__(self, case: dict[str, Any]) -> None:
+    def __init__(self, case: dict[str, Any], settings: dict[str, Any] | None = None) -> None:
         self.case = case
         self.captured: dict[str, list[ks.Record]] = defaultdict(list)
         self.objects: dict[str, Any] = {}
@@ -58,7 +58,7 @@ class CaseRun:
         builder = ks.StreamsBuilder()
         for node in case["topology"]:
             self.objects[node["id"]] = self._build(builder, node)
-        self.driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0})
+        self.driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0, **(settings or {})})
         self.inputs = {t: self.driver.create_input_topic(t) for t in self._input_topics()}
 
     def _input_topics(self) -> list[str]:
@@ -238,9 +238,9 @@ def _sortable(x: Any) -> tuple[int, Any]:
     return (0, "") if x is None else (1, x)
 
 
-def run_case(case: dict[str, Any]) -> None:
-    """Pipes every step of ``case`` and checks its expectations, metrics and dropped inputs."""
-    run = CaseRun(case)
+def run_case(case: dict[str, Any], settings: dict[str, Any] | None = None) -> None:
+    """Pipes every step of ``case`` (driver config ``settings``) and checks expectations, metrics, drops."""
+    run = CaseRun(case, settings)
     history: dict[str, list[dict[str, Any]]] = defaultdict(list)
     dropped_inputs = []
     index = 0

@@ -39,3 +39,12 @@ def test_cases_were_found():
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_conformance(case: dict) -> None:
     run_case(case)
+
+
+WINDOWED_CASES = [c for c in CASES if any(n["op"] == "windowedBy" or "windows" in n for n in c["topology"])]
+
+
+@pytest.mark.parametrize("case", WINDOWED_CASES, ids=[c["id"] for c in WINDOWED_CASES])
+def test_windowed_conformance_on_rocksdb(case: dict) -> None:
+    """Windowed aggregations and stream-stream joins give Kafka's results on RocksDB window stores too."""
+    run_case(case, {"default_dsl_store": "rocksdb"})

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
 
 import kstream_nb as ks
 from kstream_nb.cluster.kafka import close_clusters
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
 
 pytestmark = pytest.mark.kafka
 

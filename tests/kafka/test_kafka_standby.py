@@ -1,0 +1,122 @@
+"""Standby tasks, the all-instances view and sticky tasks on a real broker (tansu).
+
+On Kafka the members derive their tasks from librdkafka's range assignment and share what they hold on
+the ``<application_id>-group-members`` topic (``runtime/group_members.py``). Each standby sits where the
+task goes when its instance leaves, so a failover restores only what the standby had not applied yet;
+and an instance restarted on its state directory keeps its process id and gets its tasks back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import kstream_nb as ks
+
+pytestmark = pytest.mark.kafka
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def word_count(source: str) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    b.stream(source).flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+    return b.build()
+
+
+def tasks(app: ks.KafkaStreams) -> set[str]:
+    return {tid for per_thread in app.assignment().values() for tid in per_thread}
+
+
+def standbys(app: ks.KafkaStreams) -> set[str]:
+    return {tid for per_thread in app.standby_assignment().values() for tid in per_thread}
+
+
+def counts(*apps: ks.KafkaStreams) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for app in apps:
+        merged.update(dict(app.store("counts").all()))
+    return merged
+
+
+def test_standbys_keep_the_other_instance_warm_and_take_over(make_kafka_app, names, kafka_bootstrap, tmp_path):
+    source = names("sentences")
+    sentences = [f"w{i % 40} w{(i * 7) % 40}" for i in range(400)]
+    ks.produce(source, [(f"s{i}", s) for i, s in enumerate(sentences)], bootstrap_servers=kafka_bootstrap,
+               partitions=4)  # fmt: skip
+    app_id = names("standby")
+    settings = {"num_standby_replicas": 1, "commit_interval_ms": 100}
+    first = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "a"), **settings)
+    second = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "b"), **settings)
+    first.start().wait_until_running(60)
+    second.start()
+    stateful = {f"1_{p}" for p in range(4)}  # the count's sub-topology; the source sub-topology has no store
+
+    def settled() -> bool:
+        a, b = tasks(first), tasks(second)
+        return (
+            len(a) == 4
+            and len(b) == 4
+            and standbys(first) == b & stateful
+            and standbys(second) == a & stateful
+            and counts(first, second) == dict(Counter(w for s in sentences for w in s.split()))
+        )
+
+    wait_until(settled, 90, "4 active tasks each, standbys of the other's stateful tasks, everything counted")
+
+    def view_complete() -> bool:  # each member's record on the board arrives within a heartbeat or two
+        expected = {}
+        for tid in (f"{s}_{p}" for s in (0, 1) for p in range(4)):
+            owner, other = (first, second) if tid in tasks(first) else (second, first)
+            expected[tid] = (owner.process_id, [other.process_id] if tid in stateful else [])
+        view = first.group_assignment()
+        return {tid: (info["instance"], info["standby"]) for tid, info in view.items()} == expected
+
+    wait_until(view_complete, 15, "the all-instances view with active and standby instances")
+    changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
+    moved = changelog[changelog["partition"].isin([int(t[2:]) for t in tasks(second) & stateful])]
+    wait_until(lambda: first.metrics()["standby-records-applied"] >= len(moved), 30, "the standbys to catch up")
+    restored_before = first.metrics()["restored-records-total"]
+
+    assert second.stop(30) is True  # leaves the group: its tasks move to the warm standbys
+    wait_until(lambda: len(tasks(first)) == 8 and first.state is ks.State.RUNNING, 60, "the failover")
+    assert standbys(first) == set()  # no other instance left to keep copies on
+    restored = first.metrics()["restored-records-total"] - restored_before
+    assert restored < len(moved) / 4, f"failover restored {restored} of {len(moved)} changelog records"
+    more = [f"w{i % 40} x{i % 3}" for i in range(100)]
+    ks.produce(source, more, bootstrap_servers=kafka_bootstrap, partitions=4)
+    expected = dict(Counter(w for s in sentences + more for w in s.split()))
+    wait_until(lambda: counts(first) == expected, 60, "the survivor to count everything")
+
+
+def test_a_restarted_instance_gets_its_tasks_back(make_kafka_app, names, kafka_bootstrap, tmp_path):
+    source = names("sentences")
+    ks.produce(source, [f"a{i} b{i}" for i in range(50)], bootstrap_servers=kafka_bootstrap, partitions=4)
+    app_id = names("sticky")
+    first = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "a"))
+    second = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "b"),
+                            default_dsl_store="rocksdb")  # fmt: skip
+    first.start().wait_until_running(60)
+    second.start()
+    wait_until(lambda: len(tasks(first)) == 4 and len(tasks(second)) == 4, 60, "4 tasks each")
+    before, process_id = tasks(second), second.process_id
+    second.wait_until_idle(60)
+    assert second.stop(30) is True
+    wait_until(lambda: len(tasks(first)) == 8, 60, "the survivor to take every task")
+
+    again = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "b"),
+                           default_dsl_store="rocksdb")  # fmt: skip
+    assert again.process_id == process_id  # kept in the state directory
+    again.start()
+    wait_until(lambda: len(tasks(first)) == 4 and len(tasks(again)) == 4, 60, "4 tasks each again")
+    assert tasks(again) == before
