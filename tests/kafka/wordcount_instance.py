@@ -1,6 +1,6 @@
 """One word-count app instance against a Kafka broker, in its own process, until it is killed.
 
-    python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR [COMMIT_FLAG]
+    python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR DSL_STORE [COMMIT_FLAG]
 
 Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
 at random moments. Prints ``STATE <new>`` on every state change (flushed at once); SIGTERM stops it cleanly.
@@ -60,9 +60,9 @@ def publish_commit_phase(path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, application_id, source, sink, guarantee, state_dir = argv[:6]
-    if len(argv) > 6:
-        publish_commit_phase(argv[6])
+    bootstrap, application_id, source, sink, guarantee, state_dir, dsl_store = argv[:7]
+    if len(argv) > 7:
+        publish_commit_phase(argv[7])
     app = ks.KafkaStreams(
         word_count(source, sink),
         application_id=application_id,
@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
         commit_interval_ms=100,
         poll_ms=20,
         state_dir=state_dir,
+        default_dsl_store=dsl_store,
         client_config=dict(FAST_CLIENT_CONFIG),
     )
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
