@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--window-ms", type=int, default=10_000)
     p.add_argument("--grace-ms", type=int, default=5_000)
     p.add_argument("--store", default="in_memory", help="kstream_nb only: default_dsl_store")
+    p.add_argument("--guarantee", default="at_least_once", help="kstream_nb only: processing_guarantee")
+    p.add_argument("--style", default="functions", choices=("functions", "columns"), help="kstream_nb only")
     args = p.parse_args(argv)
     args.config = json.loads(args.config)
     return args

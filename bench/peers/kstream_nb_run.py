@@ -12,7 +12,11 @@ import kstream_nb as ks
 def build(args) -> ks.Topology:
     b = ks.StreamsBuilder()
     threshold = args.threshold
-    if args.workload == "filter":
+    if args.workload == "filter" and args.style == "columns":
+        events = b.stream(args.input)
+        kept = events[events["amount"] > threshold]
+        kept.assign(doubled=kept["amount"] * 2).to(args.output)
+    elif args.workload == "filter":
         (
             b.stream(args.input)
             .filter(lambda k, v: v["amount"] > threshold)
@@ -54,6 +58,7 @@ def main() -> None:
         state_dir=args.state_dir,
         default_dsl_store=args.store,
         statestore_cache_max_bytes=0,  # word count writes every update
+        processing_guarantee=args.guarantee,
         client_config=args.config,
     )
     started()
