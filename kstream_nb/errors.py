@@ -27,6 +27,27 @@ class MissingSourceTopicError(StreamsError):
         self.topics = sorted(topics)
 
 
+class BrokerUnavailableError(StreamsError):
+    """The broker did not answer (down, restarting): nothing was lost, the caller retries later."""
+
+
+class TransactionError(StreamsError):
+    """A transactional call failed: ``fatal`` (e.g. fenced by a newer producer with the same id),
+    ``abortable`` (abort the transaction, then begin a new one) or ``retriable`` (call it again)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fatal: bool = False,
+        abortable: bool = False,
+        retriable: bool = False,
+        code: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.fatal, self.abortable, self.retriable, self.code = fatal, abortable, retriable, code
+
+
 class SerializationError(StreamsError):
     """A key or value could not be (de)serialized."""
 

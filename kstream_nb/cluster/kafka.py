@@ -52,7 +52,14 @@ from kstream_nb.cluster.base import (
 )
 from kstream_nb.cluster.kafka_consumer import KafkaConsumer
 from kstream_nb.cluster.records import Headers, TopicPartition
-from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
+from kstream_nb.errors import (
+    BrokerUnavailableError,
+    IllegalStateError,
+    SerializationError,
+    StreamsError,
+    TransactionError,
+    UnknownTopicError,
+)
 
 log = logging.getLogger("kstream_nb.kafka")
 
@@ -584,13 +591,15 @@ class KafkaProducer(Producer):
         return len(self._producer)
 
     def flush(self, timeout: float = 30.0) -> None:
+        """Waits until every record sent is acknowledged; ``BrokerUnavailableError`` after ``timeout``
+        (the records stay queued in librdkafka, which keeps retrying them until ``message.timeout.ms``)."""
         if self._closed:
             return
         remaining = self._producer.flush(timeout)
         self._check()
         if remaining:
-            raise StreamsError(
-                f"{remaining} record(s) not delivered to {self.cluster.bootstrap_servers} within {timeout}s"
+            raise BrokerUnavailableError(
+                f"{remaining} record(s) not yet delivered to {self.cluster.bootstrap_servers} within {timeout}s"
             )
 
     # ---- transactions --------------------------------------------------------------------------
@@ -599,7 +608,7 @@ class KafkaProducer(Producer):
         try:
             return call(*args)
         except KafkaException as e:
-            raise TransactionError(what, self.config.get("transactional.id"), e) from e
+            raise transaction_error(what, self.config.get("transactional.id"), e) from e
 
     def init_transactions(self, timeout: float | None = None) -> None:
         if not self.transactional or self._initialized:
@@ -658,18 +667,17 @@ class KafkaProducer(Producer):
             self._closed = True
 
 
-class TransactionError(StreamsError):
-    """A transactional call failed; ``fatal`` (e.g. fenced by a newer producer with the same id) or
-    ``abortable`` (abort the transaction, then the producer may begin a new one)."""
-
-    def __init__(self, what: str, transactional_id: Any, cause: KafkaException) -> None:
-        err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
-        self.fatal = bool(err is not None and err.fatal())
-        self.abortable = bool(err is not None and err.txn_requires_abort())
-        self.retriable = bool(err is not None and err.retriable())
-        self.code = None if err is None else err.code()
-        detail = err.str() if err is not None else str(cause)
-        super().__init__(f"transactional producer {transactional_id!r}: {what} failed: {detail}")
+def transaction_error(what: str, transactional_id: Any, cause: KafkaException) -> TransactionError:
+    """A ``TransactionError`` from librdkafka's error: what failed, and whether to abort or retry."""
+    err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
+    detail = err.str() if err is not None else str(cause)
+    return TransactionError(
+        f"transactional producer {transactional_id!r}: {what} failed: {detail}",
+        fatal=bool(err is not None and err.fatal()),
+        abortable=bool(err is not None and err.txn_requires_abort()),
+        retriable=bool(err is not None and err.retriable()),
+        code=None if err is None else err.code(),
+    )
 
 
 def as_offsets(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition, int]]:
@@ -716,6 +724,7 @@ atexit.register(close_clusters)
 
 
 __all__ = [
+    "BrokerUnavailableError",
     "KafkaAdmin",
     "KafkaCluster",
     "KafkaConsumer",

@@ -47,7 +47,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from kstream_nb.cluster.base import Assignment, Consumer, GroupAssignor, RebalanceListener, Subscription
 from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition
-from kstream_nb.errors import IllegalStateError, StreamsError
+from kstream_nb.errors import BrokerUnavailableError, IllegalStateError, StreamsError
 
 if TYPE_CHECKING:
     from kstream_nb.cluster.kafka import KafkaCluster
@@ -68,6 +68,25 @@ REBALANCE_ERRORS = frozenset(
 )
 #: Consumer errors that only say a subscribed topic does not exist (yet): the app reports missing topics.
 MISSING_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+#: Errors that say the broker is away for now (down, restarting, not answering in time): retried later.
+BROKER_UNAVAILABLE_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._RESOLVE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 
 
 @runtime_checkable
@@ -93,6 +112,8 @@ class KafkaConsumer(Consumer):
     def __init__(self, cluster: KafkaCluster, group_id: str | None, config: Mapping[str, Any]) -> None:
         self.cluster = cluster
         self.group_id = group_id
+        #: the last "broker away" error seen by ``poll`` (librdkafka reconnects by itself); the reader clears it
+        self.broker_error: str | None = None
         conf = dict(config)
         if str(conf.get("group.protocol", "classic")).lower() != "classic":
             raise StreamsError(
@@ -122,6 +143,8 @@ class KafkaConsumer(Consumer):
                 "partition.assignment.strategy": "range",
             }
         )
+        # librdkafka reports "broker away" (all brokers down, transport failure) here, not through consume()
+        conf.setdefault("error_cb", self._on_client_error)
         self.config = conf
         self._consumer = CKConsumer(conf)
         self._closed = False
@@ -349,6 +372,12 @@ class KafkaConsumer(Consumer):
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
         return out
 
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.code() in BROKER_UNAVAILABLE_ERRORS:
+            self.broker_error = err.str()
+        else:
+            log.warning("%s: %s", self, err.str())
+
     def _handle_error(self, msg: Any, err: KafkaError) -> None:
         code = err.code()
         if err.fatal():
@@ -356,6 +385,8 @@ class KafkaConsumer(Consumer):
         if code in MISSING_TOPIC_ERRORS:
             log.debug("%s: %s", self, err.str())
             return
+        if code in BROKER_UNAVAILABLE_ERRORS:
+            self.broker_error = err.str()  # the stream thread reports the broker unreachable
         if code == KafkaError._AUTO_OFFSET_RESET:
             where = f"{msg.topic()}-{msg.partition()}" if msg.topic() else "a partition"
             raise StreamsError(
@@ -473,6 +504,8 @@ class KafkaConsumer(Consumer):
             if code in REBALANCE_ERRORS:
                 log.warning("%s: commit of %s skipped, the group is rebalancing: %s", self, offsets, e)
                 return
+            if code in BROKER_UNAVAILABLE_ERRORS:
+                raise BrokerUnavailableError(f"cannot commit offsets {dict(offsets)} now: {e}") from e
             raise StreamsError(f"cannot commit offsets {dict(offsets)}: {e}") from e
         for tp_result in result:
             err = tp_result.error
@@ -482,6 +515,10 @@ class KafkaConsumer(Consumer):
                         "%s: commit for %s-%s skipped: %s", self, tp_result.topic, tp_result.partition, err
                     )
                     continue
+                if err.code() in BROKER_UNAVAILABLE_ERRORS:
+                    raise BrokerUnavailableError(
+                        f"cannot commit offset for {tp_result.topic}-{tp_result.partition} now: {err.str()}"
+                    )
                 raise StreamsError(
                     f"cannot commit offset for {tp_result.topic}-{tp_result.partition}: {err.str()}"
                 )

@@ -64,7 +64,7 @@ class StreamsBuilder:
             timestamp_extractor=timestamp_extractor,
         )
         store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
-        self.add_timestamped_store(store_name, key_serde, value_serde)
+        self.add_timestamped_store(store_name, key_serde, value_serde, caching=True)
         node = self.new_name("KTABLE-SOURCE")
         self.topology.add_processor(
             node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
@@ -88,11 +88,14 @@ class StreamsBuilder:
         self.topology.add_state_store(builder)
         return self
 
-    def add_timestamped_store(self, name: str, key_serde: Any, value_serde: Any) -> None:
-        """The store of a KTable or aggregation: values with the timestamp of their last update."""
-        self.topology.add_state_store(
-            TimestampedKeyValueStoreBuilder(Stores.in_memory_key_value_store(name), key_serde, value_serde)
-        )
+    def add_timestamped_store(self, name: str, key_serde: Any, value_serde: Any, caching: bool = False) -> None:
+        """The store of a KTable or aggregation: values with the timestamp of their last update.
+
+        ``caching`` (Kafka's default for table sources and aggregations) puts a record cache in front when
+        the app's ``statestore_cache_max_bytes`` is above 0.
+        """
+        builder = TimestampedKeyValueStoreBuilder(Stores.in_memory_key_value_store(name), key_serde, value_serde)
+        self.topology.add_state_store(builder.with_caching_enabled() if caching else builder)
 
     def build(self) -> Topology:
         """The topology built so far, validated."""

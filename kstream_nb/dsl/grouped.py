@@ -47,7 +47,7 @@ class KGroupedStream:
             stream = stream._through_internal(
                 self.name or store_name, None, None, self.key_serde, self.value_serde, filter_null_keys=True
             )
-        builder.add_timestamped_store(store_name, self.key_serde, value_serde)
+        builder.add_timestamped_store(store_name, self.key_serde, value_serde, caching=True)
         node = builder.new_name(prefix)
         builder.topology.add_processor(node, lambda: make(store_name), stream.node, stores=[store_name])
         return KTable(builder, node, self.key_serde, value_serde, store_name)
@@ -130,7 +130,7 @@ class KGroupedTable:
         )
         source = f"{base}-repartition-source"
         topology.add_source(source, topic, key_serde=self.key_serde, value_serde=ChangeSerde(inner))
-        builder.add_timestamped_store(store_name, self.key_serde, value_serde)
+        builder.add_timestamped_store(store_name, self.key_serde, value_serde, caching=True)
         node = builder.new_name(prefix)
         topology.add_processor(node, lambda: make(store_name), source, stores=[store_name])
         return KTable(builder, node, self.key_serde, value_serde, store_name)

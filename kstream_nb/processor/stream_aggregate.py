@@ -7,12 +7,14 @@ from typing import Any
 
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 
 
 class KStreamAggregate(Processor):
     """``agg = aggregator(key, value, agg or initializer())``; records with a null key or value are dropped.
 
-    The result timestamp is the max of the previous result's and the record's (Kafka's rule).
+    The result timestamp is the max of the previous result's and the record's (Kafka's rule). With a
+    cached store, results are forwarded as the cache flushes them (once per key and commit).
     """
 
     context: NodeContext
@@ -27,6 +29,7 @@ class KStreamAggregate(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key, value = record.key, record.value
@@ -42,7 +45,10 @@ class KStreamAggregate(Processor):
             timestamp = max(record.timestamp, old.timestamp)
         new_agg = self.aggregator(key, value, old_agg)
         self.store.put(key, ValueAndTimestamp(new_agg, timestamp))
-        self.context.forward(Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers))
+        if self.forward_now:
+            self.context.forward(
+                Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
+            )
 
 
 class KStreamReduce(Processor):
@@ -57,6 +63,7 @@ class KStreamReduce(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key, value = record.key, record.value
@@ -70,4 +77,7 @@ class KStreamReduce(Processor):
             new_agg = self.reducer(old.value, value)
             timestamp = max(record.timestamp, old.timestamp)
         self.store.put(key, ValueAndTimestamp(new_agg, timestamp))
-        self.context.forward(Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers))
+        if self.forward_now:
+            self.context.forward(
+                Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
+            )

@@ -7,10 +7,14 @@ from typing import Any
 
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 
 
 class KTableAggregate(Processor):
-    """``subtractor(key, old, agg)`` then ``adder(key, new, agg)``; a None result deletes the row."""
+    """``subtractor(key, old, agg)`` then ``adder(key, new, agg)``; a None result deletes the row.
+
+    With a cached store, results are forwarded as the cache flushes them (once per key and commit).
+    """
 
     context: NodeContext
 
@@ -29,6 +33,7 @@ class KTableAggregate(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -48,7 +53,8 @@ class KTableAggregate(Processor):
             if old is not None:
                 timestamp = max(record.timestamp, old.timestamp)
         self.store.put(key, None if agg is None else ValueAndTimestamp(agg, timestamp))
-        self.context.forward(Record(key, Change(agg, old_agg), timestamp, record.headers))
+        if self.forward_now:
+            self.context.forward(Record(key, Change(agg, old_agg), timestamp, record.headers))
 
 
 class KTableReduce(Processor):
@@ -66,6 +72,7 @@ class KTableReduce(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -88,4 +95,5 @@ class KTableReduce(Processor):
                 if old is not None:
                     timestamp = max(record.timestamp, old.timestamp)
         self.store.put(key, None if agg is None else ValueAndTimestamp(agg, timestamp))
-        self.context.forward(Record(key, Change(agg, old_agg), timestamp, record.headers))
+        if self.forward_now:
+            self.context.forward(Record(key, Change(agg, old_agg), timestamp, record.headers))

@@ -5,15 +5,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
+from kstream_nb.cluster.records import Headers
+from kstream_nb.processor.api import Change, Processor, ProcessorContext, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.state.caching import caching_layer
+
+
+def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
+    """Kafka's TimestampedTupleForwarder: True when the processor forwards its changes itself.
+
+    When ``store`` has a record cache, its flush listener forwards instead (Kafka's
+    TimestampedCacheFlushListener): one ``Change(new, old)`` per key and flush, old being the value the
+    store held before, with the new value's timestamp (a delete's: its record's), at commit or eviction.
+    """
+    layer = caching_layer(store)
+    if layer is None:
+        return True
+
+    def forward_flushed(key: Any, new: Any, old: Any, timestamp: int, headers: Headers) -> None:
+        context.forward(
+            Record(
+                key,
+                Change(None if new is None else new.value, None if old is None else old.value),
+                timestamp if new is None else new.timestamp,
+                headers,
+            )
+        )
+
+    layer.set_flush_listener(forward_flushed)
+    return False
 
 
 class KTableSource(Processor):
     """Upserts each record into the table's store (null value deletes) and forwards the change.
 
     Null keys are dropped. With ``drop_idempotent`` (explicitly materialized tables, as Kafka does) an
-    update with the same value and a timestamp not older than the stored one is not forwarded.
+    update with the same value and a timestamp not older than the stored one is not forwarded. When the
+    store is cached, changes are forwarded as the cache flushes them (``timestamped_tuple_forwarder``).
     """
 
     context: NodeContext
@@ -25,6 +53,7 @@ class KTableSource(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key, value = record.key, record.value
@@ -35,7 +64,8 @@ class KTableSource(Processor):
         if self.drop_idempotent and old is not None and old.value == value and record.timestamp >= old.timestamp:
             return
         self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
-        self.context.forward(record.with_value(Change(value, old.value if old is not None else None)))
+        if self.forward_now:
+            self.context.forward(record.with_value(Change(value, old.value if old is not None else None)))
 
 
 class KTableFilter(Processor):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.base import Admin, Cluster
 from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
+from kstream_nb.errors import BrokerUnavailableError, TransactionError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
@@ -161,6 +162,10 @@ class StreamThread(threading.Thread):
             self._txn_slot = acquire_transactional_id(config.state_dir, config.application_id, config.client_id)
             producer_config.setdefault("transaction.timeout.ms", 10_000)  # Kafka Streams' default under EOS
             producer_config["transactional.id"] = self._txn_slot.transactional_id
+        elif "delivery.timeout.ms" not in producer_config:
+            # at-least-once: librdkafka retries a record until the broker takes it, however long it is away
+            # (offsets are committed only after every record is acknowledged, so none is lost)
+            producer_config.setdefault("message.timeout.ms", 0)
         self.producer = cluster.producer(producer_config)
         self.collector = ProducerCollector(self.producer, self.admin)
         self.tasks: dict[str, StreamTask] = {}
@@ -168,6 +173,14 @@ class StreamThread(threading.Thread):
         self._shutdown = threading.Event()
         self.state = "CREATED"
         self.error: BaseException | None = None
+        #: since when (monotonic s) the broker has not answered, None while it answers; the thread keeps its
+        #: tasks and state meanwhile, stops processing and retries (librdkafka reconnects by itself)
+        self.broker_unreachable_since: float | None = None
+        #: exactly-once: commit_transaction failed after the offsets and records were sent (retry just it)
+        self._committing = False
+        #: exactly-once: the open transaction must be aborted and the tasks rebuilt
+        self._transaction_corrupted = False
+        self._broker_checked = 0.0
         self.missing_topics: list[str] = []
         self.group_view: dict[str, Any] = {}
         self.restored_records = 0
@@ -242,39 +255,7 @@ class StreamThread(threading.Thread):
         warm = self._update_standbys(wanted, set(active), subs)
         for task_id, tps in active.items():
             resumed = self._suspended.pop(task_id, None)
-            if resumed is not None:
-                self._add_task(resumed, tps)
-                continue
-            sub_id, partition = (int(x) for x in task_id.split("_"))
-            task = StreamTask(
-                task_id,
-                subs[sub_id],
-                partition,
-                self.topology,
-                self.config,
-                self.collector,
-                wall_clock_ms,
-                [TopicPartition(*tp) for tp in tps],
-                self.global_stores,
-            )
-            try:
-                start = warm[task_id].adopt_into(task) if task_id in warm else None
-                self.restored_records += restore_task(
-                    task,
-                    self.restore_consumer,
-                    self.admin,
-                    lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
-                    start_offsets=start,
-                )
-                task.initialize()
-            except BaseException:
-                # the task never joined self.tasks: close its stores here, then fail the thread
-                try:
-                    task.close()
-                except Exception:
-                    log.exception("closing task %s after a failed start failed", task_id)
-                raise
-            self._add_task(task, tps)
+            self._add_task(resumed or self._create_task(task_id, tps, warm.get(task_id)), tps)
         self._prev_tasks = sorted(self.tasks)
         self._assigned_ms = wall_clock_ms()
         if self.group_members is not None:
@@ -360,6 +341,39 @@ class StreamThread(threading.Thread):
             if standby is not None:
                 standby.apply(tp, batch)
 
+    def _create_task(self, task_id: str, tps: Any, warm: StandbyTask | None = None) -> StreamTask:
+        """A new active task with its stores restored (from a warm standby's position when there is one)."""
+        sub_id, partition = (int(x) for x in task_id.split("_"))
+        task = StreamTask(
+            task_id,
+            next(s for s in self.topology.subtopologies() if s.id == sub_id),
+            partition,
+            self.topology,
+            self.config,
+            self.collector,
+            wall_clock_ms,
+            [TopicPartition(*tp) for tp in tps],
+            self.global_stores,
+        )
+        try:
+            start = warm.adopt_into(task) if warm is not None else None
+            self.restored_records += restore_task(
+                task,
+                self.restore_consumer,
+                self.admin,
+                lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
+                start_offsets=start,
+            )
+            task.initialize()
+        except BaseException:
+            # the task never joined self.tasks: close its stores here, then fail the thread
+            try:
+                task.close()
+            except Exception:
+                log.exception("closing task %s after a failed start failed", task_id)
+            raise
+        return task
+
     def _add_task(self, task: StreamTask, tps: Any) -> None:
         # lag and idleness count from where the group committed, not from the partition's start
         task_tps = [TopicPartition(*tp) for tp in tps]
@@ -375,9 +389,9 @@ class StreamThread(threading.Thread):
         if changelogs:
             task.write_checkpoint(self.admin.end_offsets(changelogs))
 
-    def _close_task(self, task: StreamTask) -> None:
+    def _close_task(self, task: StreamTask, clean: bool = True) -> None:
         self._closed_processed += task.processed_total
-        if self._exactly_once and self.error is None:
+        if self._exactly_once and clean and self.error is None:
             try:
                 self._write_checkpoint(task)  # committed and closing cleanly: the stores match the changelog
             except Exception:
@@ -430,8 +444,10 @@ class StreamThread(threading.Thread):
             self.poll_total += 1
             for batch in batches:
                 self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
+            self._watch_broker()
             start = time.perf_counter()
-            for task in list(self.tasks.values()):
+            # while the broker is away, outputs cannot be delivered: process again once it is back
+            for task in list(self.tasks.values()) if self.broker_unreachable_since is None else ():
                 task.process(budget)
                 task.punctuate()
             if not self._exactly_once:
@@ -467,6 +483,10 @@ class StreamThread(threading.Thread):
         due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
         if not (force or due or any(t.commit_requested for t in self.tasks.values())):
             return
+        if self._transaction_corrupted:
+            self._last_commit = time.monotonic()
+            self._abort_and_rebuild_tasks()
+            return
         offsets: dict[TopicPartition, int] = {}
         per_task = []
         if self._transactions:
@@ -477,19 +497,68 @@ class StreamThread(threading.Thread):
             offsets.update(task_offsets)
             per_task.append((task, task_offsets))
         if self._transactions:
-            self._commit_transaction(offsets)
+            try:
+                self._commit_transaction(offsets)
+            except TransactionError as e:
+                if e.fatal or not (e.retriable or e.abortable):
+                    raise
+                # the broker is away (retried at the next commit, same transaction) or gave up on the
+                # transaction (aborted, and the tasks rebuilt from what was committed)
+                self._broker_lost(e)
+                self._transaction_corrupted = e.abortable
+                self._last_commit = time.monotonic()
+                return
+            self._broker_back()
         else:
-            self.collector.flush()
-            self.producer.flush()
-            self._publish()
-            if offsets:
-                self.consumer.commit(offsets)
-                self.commit_total += 1
+            try:
+                self.collector.flush()
+                self.producer.flush(self._FLUSH_TIMEOUT_S)
+                self._publish()
+                if offsets:
+                    self.consumer.commit(offsets)
+                    self.commit_total += 1
+            except BrokerUnavailableError as e:
+                # nothing is lost: the records stay queued in the producer and the offsets are committed
+                # by a later commit, once the broker answers again
+                self._broker_lost(e)
+                self._last_commit = time.monotonic()
+                return
+            self._broker_back()
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
             if not self._exactly_once:
                 self._write_checkpoint(task)
         self._last_commit = time.monotonic()
+
+    #: how long a commit waits for the producer's acknowledgements before it is retried later
+    _FLUSH_TIMEOUT_S = 5.0
+
+    def _broker_lost(self, error: object) -> None:
+        if self.broker_unreachable_since is None:
+            self.broker_unreachable_since = time.monotonic()
+            log.warning("%s: broker unreachable, keeping state and retrying: %s", self.name, error)
+
+    def _broker_back(self) -> None:
+        if self.broker_unreachable_since is not None:
+            log.info(
+                "%s: broker reachable again after %.1fs",
+                self.name,
+                time.monotonic() - self.broker_unreachable_since,
+            )
+            self.broker_unreachable_since = None
+
+    def _watch_broker(self) -> None:
+        """Notes the consumer's "broker away" errors; while away, asks the broker once a second."""
+        error = getattr(self.consumer, "broker_error", None)
+        if error is not None:
+            self.consumer.broker_error = None  # type: ignore[attr-defined]
+            self._broker_lost(error)
+        if self.broker_unreachable_since is None or time.monotonic() - self._broker_checked < 1.0:
+            return
+        self._broker_checked = time.monotonic()
+        reachable = getattr(self.cluster, "reachable", None)
+        if reachable is None or reachable(0.5):
+            self._broker_back()
 
     def _skip_transaction_markers(self) -> None:
         """Moves drained partitions' consumed positions to the consumer's: a read_committed consumer skips
@@ -515,13 +584,44 @@ class StreamThread(threading.Thread):
         as late as possible, which keeps short the time in which a crash leaves a transaction open with
         records in it (a broker that does not abort such a transaction when the restarted producer fences
         it, as tansu 0.6 does, would make those records visible without their offsets)."""
-        if offsets:
-            self.producer.send_offsets_to_transaction(offsets, self.consumer)
-        self.collector.flush()  # (begins the transaction at the first record when no offsets did)
+        if not self._committing:  # a retried commit only calls commit_transaction again
+            if offsets:
+                self.producer.send_offsets_to_transaction(offsets, self.consumer)
+            self.collector.flush()  # (begins the transaction at the first record when no offsets did)
+            self._committing = True
         self.producer.commit_transaction()
+        self._committing = False
         if offsets:
             self.commit_total += 1
         self._publish()
+
+    def _abort_and_rebuild_tasks(self) -> None:
+        """exactly-once after the open transaction was lost: its updates are in the tasks' stores but not in
+        the changelogs, so the tasks are closed dirty, built again from the changelogs and read again from
+        the committed offsets (Kafka Streams' task-corrupted handling). Retried while the broker is away."""
+        try:
+            self.collector.abort()
+            self._committing = False
+            self.producer.abort_transaction()
+        except TransactionError as e:
+            if e.fatal or not e.retriable:
+                raise
+            self._broker_lost(e)
+            return
+        log.warning("%s: the transaction was aborted; rebuilding tasks %s from their changelogs", self.name,
+                    sorted(self.tasks))  # fmt: skip
+        for task_id, task in list(self.tasks.items()):
+            tps = list(task.queues)
+            self._close_task(task, clean=False)
+            del self.tasks[task_id]
+            self._add_task(self._create_task(task_id, tps), tps)
+            committed = self.consumer.committed(tps)
+            begins = self.admin.beginning_offsets(tps)
+            for tp in tps:
+                offset = committed.get(tp)
+                self.consumer.seek(tp, offset if offset is not None else begins[tp])
+        self._transaction_corrupted = False
+        self._broker_back()
 
     def _close(self) -> None:
         try:

@@ -138,11 +138,22 @@ class StreamTask:
         self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
+        from kstream_nb.state.builders import KeyValueStoreBuilder
+
+        # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
+        # each thread's budget shared by the cached key-value stores of its tasks
+        cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
         for builder in graph.stores:
-            if isinstance(builder, (TimestampedKeyValueStoreBuilder, WindowStoreBuilder)):
+            if isinstance(builder, TimestampedKeyValueStoreBuilder):
+                store = builder.build(
+                    config.default_key_serde, config.default_value_serde, config.default_dsl_store, cache_max_bytes
+                )
+            elif isinstance(builder, WindowStoreBuilder):
                 store = builder.build(
                     config.default_key_serde, config.default_value_serde, config.default_dsl_store
                 )
+            elif isinstance(builder, KeyValueStoreBuilder):
+                store = builder.build(config.default_key_serde, config.default_value_serde, None, cache_max_bytes)
             else:
                 store = builder.build(config.default_key_serde, config.default_value_serde)
             store.init(self)

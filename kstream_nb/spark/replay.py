@@ -221,8 +221,13 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
     )  # fmt: skip
     try:
         task.initialize()
-        for topic, rows in frame.groupby("topic", sort=True):
-            topic = str(topic)
+        # queues in this order break timestamp ties: user topics first, then those this backtest wrote (a
+        # record there exists live only once its cause, e.g. the left row of a foreign-key join, ran)
+        by_topic = sorted(
+            ((str(topic), rows) for topic, rows in frame.groupby("topic", sort=True)),
+            key=lambda item: (bool((item[1]["writer"] >= 0).any()), item[0]),
+        )
+        for topic, rows in by_topic:
             writers = rows["writer"].to_numpy(dtype=np.int64)
             seqs = rows["seq"].to_numpy(dtype=np.int64)
             ts = rows["ts"].to_numpy(dtype=np.int64)

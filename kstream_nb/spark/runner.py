@@ -13,6 +13,12 @@ How it runs (one Spark job per sub-topology, in dependency order):
 4. Records written to a repartition topic are the input of the sub-topologies that read it: grouping
    them by their target partition is the Spark shuffle. Several upstream tasks write one partition;
    their records are merged lowest timestamp first, each task's own order kept.
+5. Sub-topologies that feed each other in a cycle (a foreign-key join: subscriptions one way, responses
+   back) run to a fixpoint: each member is re-run from fresh state over its user inputs plus everything
+   the other members' latest runs wrote to it, until no member's writes to the cycle's topics change
+   (compared by a digest). A re-run, not an increment, so that each task again sees all its records
+   lowest timestamp first: a response is processed after the left-table update that caused it and
+   before later ones, as live. A foreign-key join settles in three runs (left, right, left again).
 
 Differences from a live run, by design:
 
@@ -25,6 +31,8 @@ Differences from a live run, by design:
 - Time: stream-time punctuators fire (checked after every record, as the ``TopologyTestDriver``);
   wall-clock punctuators never fire (there is no wall clock in a replay).
 - Records with a null key and no partitioner go round-robin per task (live: per producer).
+- Equal timestamps in one task: records of user topics come before records this backtest wrote
+  (repartition, subscription, response topics), since live those exist only after their cause ran.
 - An output topic that does not exist on the cluster gets 1 partition (``output_partitions`` overrides).
 """
 
@@ -56,27 +64,58 @@ OUTPUT_DDL = (
 )
 
 
-def stage_order(topology: Topology, resolve: Callable[[str], str]) -> list[SubTopology]:
-    """Sub-topologies so that each comes after those writing the topics it reads; a cycle is an error."""
+#: how many passes over a cycle's sub-topologies a backtest makes before it gives up (see ``_run_cycle``)
+MAX_CYCLE_PASSES = 32
+
+
+def stage_order(topology: Topology, resolve: Callable[[str], str]) -> list[list[SubTopology]]:
+    """Groups of sub-topologies in dependency order: a group is one sub-topology, or the members of a
+    cycle (sub-topologies that feed each other, e.g. a foreign-key join's two sides), run to a fixpoint."""
     subs = topology.subtopologies()
     writers: dict[str, set[int]] = {}
     for sub in subs:
         for topic in sub.sink_topics:
             writers.setdefault(resolve(topic), set()).add(sub.id)
-    deps = {s.id: {w for t in s.source_topics for w in writers.get(resolve(t), ()) if w != s.id} for s in subs}
-    done: list[SubTopology] = []
+    feeds = {s.id: {w for t in s.source_topics for w in writers.get(resolve(t), ())} for s in subs}
+    reach: dict[int, set[int]] = {}
+    for sub in subs:  # every sub-topology whose writes reach ``sub``, directly or through others
+        seen: set[int] = set()
+        todo = list(feeds[sub.id])
+        while todo:
+            upstream = todo.pop()
+            if upstream not in seen:
+                seen.add(upstream)
+                todo.extend(feeds[upstream])
+        reach[sub.id] = seen
+    by_id = {s.id: s for s in subs}
+    groups: list[list[SubTopology]] = []
+    grouped: set[int] = set()
+    for sub in subs:
+        if sub.id in grouped:
+            continue
+        members = sorted({sub.id} | {o for o in reach[sub.id] if sub.id in reach[o]})
+        groups.append([by_id[m] for m in members])
+        grouped.update(members)
+    upstream_of = {i: set().union(*(reach[m.id] for m in group)) for i, group in enumerate(groups)}
+    deps = {
+        i: {j for j, other in enumerate(groups) if j != i and any(m.id in upstream_of[i] for m in other)}
+        for i in range(len(groups))
+    }
+    done: list[list[SubTopology]] = []
     placed: set[int] = set()
-    while len(done) < len(subs):
-        ready = [s for s in subs if s.id not in placed and deps[s.id] <= placed]
-        if not ready:
-            cycle = sorted(s.id for s in subs if s.id not in placed)
-            raise StreamsError(
-                f"cannot backtest: sub-topologies {cycle} feed each other in a cycle (e.g. a foreign-key join); "
-                "the backtest runs sub-topologies one after another"
-            )
-        done.extend(ready)
-        placed.update(s.id for s in ready)
+    while len(done) < len(groups):
+        ready = [i for i in range(len(groups)) if i not in placed and deps[i] <= placed]
+        done.extend(groups[i] for i in ready)
+        placed.update(ready)
     return done
+
+
+def is_cycle(group: list[SubTopology], resolve: Callable[[str], str]) -> bool:
+    """Whether a group from ``stage_order`` must run to a fixpoint (several members, or one reading itself)."""
+    if len(group) > 1:
+        return True
+    sub = group[0]
+    return bool({resolve(t) for t in sub.sink_topics} & {resolve(t) for t in sub.source_topics})
 
 
 def backtest(
@@ -111,7 +150,8 @@ def backtest(
         settings["client_config"] = dict(client_config)
     streams_config = StreamsConfig.of(**settings)
     resolve = lambda t: f"{application_id}-{t}" if topology.is_internal(t) else t  # noqa: E731
-    order = stage_order(topology, resolve)
+    groups = stage_order(topology, resolve)
+    order = [sub for group in groups for sub in group]
     written = {resolve(t) for s in order for t in s.sink_topics}
     user_inputs = sorted({resolve(t) for s in order for t in s.source_topics} - written)
     global_topics = sorted({spec.topic for spec in topology.global_stores.values()})
@@ -164,22 +204,33 @@ def backtest(
         )  # fmt: skip
 
     # ---- the stages ----------------------------------------------------------------------------------
-    stage_outputs: list[Any] = []
-    produced: dict[str, list[Any]] = {}
-    stage_times: dict[int, float] = {}
+    cyclic = [group for group in groups if is_cycle(group, resolve)]
+    for topic in {resolve(t) for group in cyclic for sub in group for t in sub.source_topics} & set(inputs):
+        # a cycle's members read their inputs once per run: pin them (a broker's topic may grow meanwhile)
+        inputs[topic] = inputs[topic].localCheckpoint(eager=True)
+    writers: dict[str, list[int]] = {}
     for sub in order:
+        for topic in sub.sink_topics:
+            writers.setdefault(resolve(topic), []).append(sub.id)
+    latest: dict[int, Any] = {}  # sub-topology id -> what its last run wrote (and its stores, counters)
+    stage_times: dict[int, float] = {}
+
+    def run_stage(sub: SubTopology) -> None:
+        """Runs every task of ``sub`` over its user inputs and what the latest runs of its writers wrote."""
         sources = [resolve(t) for t in sub.source_topics]
         parts = [inputs[t] for t in sources if t in inputs]
         for topic in sources:
-            for out in produced.get(topic, ()):
+            for writer in writers.get(topic, ()):
+                if writer not in latest:
+                    continue
                 parts.append(
-                    out.where((F.col("kind") == "out") & (F.col("topic") == topic)).select(
+                    latest[writer].where((F.col("kind") == "out") & (F.col("topic") == topic)).select(
                         "topic", "partition", F.lit(-1).cast("long").alias("offset"), "ts", "key", "value",
                         "headers", F.col("task").alias("writer"), "seq",
                     )
                 )  # fmt: skip
         if not parts:
-            continue
+            return
         frame = parts[0]
         for more in parts[1:]:
             frame = frame.unionByName(more)
@@ -187,11 +238,17 @@ def backtest(
         say(f"sub-topology {sub.id}: {max(counts.get(t, 1) for t in sources)} task(s) reading {sources}")
         t0 = time.perf_counter()
         out = frame.groupBy("partition").applyInPandas(_stage_function(plan), OUT_DDL).localCheckpoint(eager=True)
-        stage_times[sub.id] = time.perf_counter() - t0
-        say(f"sub-topology {sub.id} done in {stage_times[sub.id]:.1f}s")
-        stage_outputs.append(out)
-        for topic in sub.sink_topics:
-            produced.setdefault(resolve(topic), []).append(out)
+        seconds = time.perf_counter() - t0
+        stage_times[sub.id] = stage_times.get(sub.id, 0.0) + seconds
+        say(f"sub-topology {sub.id} done in {seconds:.1f}s")
+        latest[sub.id] = out
+
+    for group in groups:
+        if is_cycle(group, resolve):
+            _run_cycle(group, resolve, run_stage, latest, say)
+        else:
+            run_stage(group[0])
+    stage_outputs = [latest[sub.id] for sub in order if sub.id in latest]
 
     # ---- results -------------------------------------------------------------------------------------
     everything = stage_outputs[0] if stage_outputs else None
@@ -216,6 +273,67 @@ def backtest(
     result._snapshot_dir = snapshot_dir
     say(f"backtest done in {result.seconds:.1f}s: {result.processed} records processed")
     return result
+
+
+def _run_cycle(
+    group: list[SubTopology],
+    resolve: Callable[[str], str],
+    run_stage: Callable[[SubTopology], None],
+    latest: Mapping[int, Any],
+    say: Callable[[str], None],
+) -> None:
+    """Runs a cycle's sub-topologies until what they write to each other stops changing (module doc, 5).
+
+    Each pass re-runs, in order, the members whose inputs changed since their last run (all of them at
+    first); a member's writes are compared by ``_digests``. Members fed from outside the cycle go first.
+    """
+    ids = {sub.id for sub in group}
+    reads = {sub.id: {resolve(t) for t in sub.source_topics} for sub in group}
+    read_in_cycle = set().union(*reads.values())
+    feedback = {sub.id: sorted({resolve(t) for t in sub.sink_topics} & read_in_cycle) for sub in group}
+    readers = {t: {i for i in ids if t in reads[i]} for topics in feedback.values() for t in topics}
+    inside = set(readers)
+    group = sorted(group, key=lambda sub: (not (reads[sub.id] - inside), sub.id))
+    digests: dict[str, tuple[int, int]] = {}
+    dirty = set(ids)
+    passes = 0
+    while dirty:
+        passes += 1
+        if passes > MAX_CYCLE_PASSES:
+            raise StreamsError(
+                f"cannot backtest: sub-topologies {sorted(ids)} feed each other and their records did not "
+                f"settle after {MAX_CYCLE_PASSES} passes (a loop that keeps writing records to itself?)"
+            )
+        say(f"cycle of sub-topologies {sorted(ids)}: pass {passes}, running {sorted(dirty)}")
+        for sub in group:
+            if sub.id not in dirty:
+                continue
+            dirty.discard(sub.id)
+            run_stage(sub)
+            if sub.id not in latest or not feedback[sub.id]:
+                continue
+            for topic, digest in _digests(latest[sub.id], feedback[sub.id]).items():
+                if digests.get(topic, (0, 0)) != digest:
+                    digests[topic] = digest
+                    dirty.update(readers[topic])
+
+
+def _digests(out: Any, topics: list[str]) -> dict[str, tuple[int, int]]:
+    """Per topic: (record count, XOR of a 64-bit hash of each record with its writer and position).
+
+    Records are unique by (writer task, sequence number), so equal digests mean equal contents.
+    """
+    from pyspark.sql import functions as F
+
+    columns = ["partition", "task", "seq", "ts", "key", "value", "headers"]
+    rows = (
+        out.where((F.col("kind") == "out") & F.col("topic").isin(topics))
+        .groupBy("topic")
+        .agg(F.count(F.lit(1)).alias("n"), F.bit_xor(F.xxhash64(*columns)).alias("h"))
+        .collect()
+    )
+    found = {str(r["topic"]): (int(r["n"]), int(r["h"])) for r in rows}
+    return {topic: found.get(topic, (0, 0)) for topic in topics}
 
 
 def _stage_function(plan: StagePlan) -> Callable[[pd.DataFrame], pd.DataFrame]:

@@ -19,6 +19,8 @@ Columns: topic, partition, offset, timestamp (UTC), key, value (binary, the byte
     is exclusive). Offsets are fixed when the query is planned, so a read is bounded and repeatable.
 ``start_timestamp`` / ``end_timestamp``
     keep records with ``start <= timestamp < end`` (epoch ms, or an ISO date-time; UTC if no zone).
+    Applied to each record's timestamp while reading, not turned into offsets with ``offsets_for_times``:
+    timestamps need not grow with offsets, and some brokers (tansu) answer that lookup with offset 0.
 ``client_config``
     JSON of extra Kafka client settings (``security.protocol``, ``sasl.*``, ...).
 
@@ -156,6 +158,8 @@ def plan_partitions(options: Mapping[str, str]) -> list[TopicInputPartition]:
             if n is None:
                 raise StreamsError(f"topic {topic!r} does not exist on {servers}")
             tps = [TopicPartition(topic, p) for p in range(n)]
+            # end offsets are found by reading to the end of each partition (the admin's end_offsets), not
+            # from the high watermark, which some brokers (tansu) report short of the last batch
             begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
             ranges = {tp.partition: (begins[tp], ends[tp]) for tp in tps}
             count = n
@@ -189,6 +193,7 @@ def read_partition(part: TopicInputPartition, batch_size: int = 50_000) -> Itera
         return
 
     def bounded(batch: Any) -> Any:
+        # timestamp bounds filter every record of the offset range (see the module doc: no offsets_for_times)
         mask = pc.and_(pc.greater_equal(batch["offset"], part.start), pc.less(batch["offset"], part.end))
         ts_ms = pc.divide(batch["timestamp"].cast(pa.int64()), 1000)
         if part.start_ms is not None:

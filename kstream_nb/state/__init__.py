@@ -1,4 +1,4 @@
-"""State stores: interfaces, the in-memory backend, change-logging and metering layers, builders, queries."""
+"""State stores: interfaces, in-memory backend, caching/change-logging/metering layers, builders, queries."""
 
 from kstream_nb.state.builders import (
     InMemoryKeyValueStoreSupplier,
@@ -7,6 +7,7 @@ from kstream_nb.state.builders import (
     StoreBuilder,
     Stores,
 )
+from kstream_nb.state.caching import CachingKeyValueStore, ThreadCache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore
@@ -20,6 +21,7 @@ from kstream_nb.state.store import (
 )
 
 __all__ = [
+    "CachingKeyValueStore",
     "ChangeLoggingKeyValueStore",
     "CompositeReadOnlyKeyValueStore",
     "InMemoryKeyValueStore",
@@ -34,5 +36,6 @@ __all__ = [
     "StateStoreContext",
     "StoreBuilder",
     "Stores",
+    "ThreadCache",
     "WrappedKeyValueStore",
 ]

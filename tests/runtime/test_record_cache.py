@@ -1,0 +1,118 @@
+"""The record cache in running apps (``statestore_cache_max_bytes``): one update per key per commit, every
+update without it, forwarding on eviction, and the TopologyTestDriver still emitting every update."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from runtime_helpers import wait_for, word_count_topology
+
+import kstream_nb as ks
+from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
+
+SENTENCES = ["a b a", "b c"]
+EVERY_UPDATE = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 1)]
+
+
+def records(url: str, topic: str) -> list[tuple[Any, Any]]:
+    """The (key, value) pairs of ``topic`` in offset order (empty while the topic does not exist)."""
+    try:
+        frame = ks.read_topic(topic, bootstrap_servers=url)
+    except UnknownTopicError:
+        return []
+    frame = frame.sort_values(["partition", "offset"])
+    return list(zip(frame["key"], frame["value"]))
+
+
+def counts_in_store(app: ks.KafkaStreams, store: str = "counts") -> dict[Any, Any]:
+    try:
+        return dict(app.store(store).all())
+    except InvalidStateStoreError:
+        return {}
+
+
+def test_cached_count_forwards_and_logs_one_update_per_key_per_commit(
+    url: str, make_app: Callable[..., ks.KafkaStreams]
+) -> None:
+    ks.produce("sentences", SENTENCES, bootstrap_servers=url)
+    app = make_app(word_count_topology(), statestore_cache_max_bytes=10_000_000, commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    # interactive queries read the cache: the counts are there before any commit wrote them below
+    wait_for(lambda: counts_in_store(app) == {"a": 2, "b": 2, "c": 1}, what="counts in the store")
+    assert records(url, "word-counts") == []
+    assert records(url, "app-counts-changelog") == []
+    assert app.stop(timeout=10)  # the final commit flushes the cache
+    assert records(url, "word-counts") == [("a", 2), ("b", 2), ("c", 1)]
+    assert records(url, "app-counts-changelog") == [("a", 2), ("b", 2), ("c", 1)]
+
+
+def test_without_a_cache_every_update_is_forwarded_at_once(
+    url: str, make_app: Callable[..., ks.KafkaStreams]
+) -> None:
+    ks.produce("sentences", SENTENCES, bootstrap_servers=url)
+    app = make_app(word_count_topology(), statestore_cache_max_bytes=0, commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    wait_for(lambda: len(records(url, "word-counts")) == 5, what="every update")
+    assert records(url, "word-counts") == EVERY_UPDATE
+    assert app.stop(timeout=10)
+    assert records(url, "app-counts-changelog") == EVERY_UPDATE
+
+
+def test_a_small_cache_forwards_on_eviction_before_the_commit(
+    url: str, make_app: Callable[..., ks.KafkaStreams]
+) -> None:
+    # "x" is updated three times in a row between new words: the cache (room for two entries) keeps one x
+    sentences = [f"x x x w{i:02d}" for i in range(30)]
+    expected = {"x": 90, **{f"w{i:02d}": 1 for i in range(30)}}
+    ks.produce("sentences", sentences, bootstrap_servers=url)
+    app = make_app(word_count_topology(), statestore_cache_max_bytes=600, commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    # no commit for a minute: what reaches the output before the stop was flushed by evictions
+    wait_for(lambda: records(url, "word-counts"), what="output forwarded on eviction")
+    wait_for(lambda: counts_in_store(app) == expected, what="final counts")
+    assert app.stop(timeout=10)
+    out = records(url, "word-counts")
+    assert dict(out) == expected
+    assert len(out) < 120  # evicting one dirty entry flushes them all: far fewer than the 120 updates
+    assert [value for key, value in out if key == "x"] == sorted({value for key, value in out if key == "x"})
+    assert dict(records(url, "app-counts-changelog")) == expected
+
+
+def table_count_topology() -> ks.Topology:
+    b = ks.StreamsBuilder()
+    b.table("users", store="users").group_by(lambda user, region: (region, user)).count(
+        store="per-region"
+    ).to_stream().to("region-counts")
+    return b.build()
+
+
+USERS = [("u1", "eu"), ("u2", "eu"), ("u3", "us"), ("u1", "us")]
+
+
+def test_cached_table_source_and_table_count(url: str, make_app: Callable[..., ks.KafkaStreams]) -> None:
+    ks.produce("users", USERS, bootstrap_servers=url)
+    app = make_app(table_count_topology(), statestore_cache_max_bytes=10_000_000, commit_interval_ms=1_000)
+    app.start().wait_until_running(30)
+    wait_for(lambda: len(records(url, "region-counts")) >= 2, timeout=20, what="the counts")
+    assert app.stop(timeout=10)
+    # the table source flushed u2, u3 and u1 (latest: us) once; the count then flushed once per region
+    assert records(url, "region-counts") == [("eu", 1), ("us", 2)]
+    assert records(url, "app-users-changelog") == [("u2", "eu"), ("u3", "us"), ("u1", "us")]
+
+
+@pytest.mark.parametrize("cache_max_bytes", [0, 10_000_000])
+def test_the_test_driver_emits_every_update(cache_max_bytes: int) -> None:
+    config = {"statestore_cache_max_bytes": cache_max_bytes}
+    with ks.TopologyTestDriver(word_count_topology(), config) as driver:
+        sentences = driver.create_input_topic("sentences")
+        out = driver.create_output_topic("word-counts")
+        sentences.pipe_value_list(SENTENCES)
+        assert out.read_key_values_to_list() == EVERY_UPDATE
+        assert dict(driver.get_key_value_store("counts").all()) == {"a": 2, "b": 2, "c": 1}
+    with ks.TopologyTestDriver(table_count_topology(), config) as driver:
+        users = driver.create_input_topic("users")
+        out = driver.create_output_topic("region-counts")
+        users.pipe_key_value_list(USERS)
+        assert out.read_key_values_to_list() == [("eu", 1), ("eu", 2), ("us", 1), ("eu", 1), ("us", 2)]
