@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -41,6 +42,10 @@ class Serde(ABC):
 
     @abstractmethod
     def deserialize(self, topic: str, data: bytes | None) -> Any: ...
+
+    def serializer(self, topic: str) -> Callable[[Any], bytes | None]:
+        """``serialize`` for one topic as a one-argument function (what a sink calls per record)."""
+        return functools.partial(self.serialize, topic)
 
     @staticmethod
     def of(serialize: Callable[[Any], bytes | None], deserialize: Callable[[bytes], Any]) -> FunctionSerde:
@@ -96,6 +101,22 @@ class JsonSerde(Serde):
             return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise _ser_error(self, topic, data, exc) from exc
+
+    def serializer(self, topic: str) -> Callable[[Any], bytes | None]:
+        """``serialize`` as a closure over orjson (no method lookups per record)."""
+        if type(self).serialize is not JsonSerde.serialize:
+            return super().serializer(topic)
+        dumps, default, option = orjson.dumps, _json_default, _JSON_OPTIONS
+
+        def serialize_json(data: Any) -> bytes | None:
+            if data is None:
+                return None
+            try:
+                return memoryview(dumps(data, default=default, option=option)).tobytes()
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise _ser_error(self, topic, data, exc) from exc
+
+        return serialize_json
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:

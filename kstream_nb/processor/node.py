@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from kstream_nb.processor.timestamps import TimestampExtractor
     from kstream_nb.state.store import StateStore
 
+#: A node (and what it is fused with) called with a record's key and value; the record's timestamp and
+#: headers are the task's ``current_timestamp`` and ``current_headers``.
+Entry = Callable[[Any, Any], None]
+#: Turns an exception of a fused step into the ProcessingError that names its node.
+Fail = Callable[[Exception], ProcessingError]
+
+#: Fuse chains of DSL stateless processors and sinks into one closure per node (tests switch it off to
+#: compare with the record-at-a-time path).
+FUSION = True
+
 
 class TaskHandle(Protocol):
     """What a running task offers its nodes (implemented by the runtime's task and the test driver)."""
@@ -65,6 +75,10 @@ class TaskHandle(Protocol):
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
+    def sender(self) -> Callable[[str, bytes | None, bytes | None, int, Headers, int | None], None]:
+        """``send`` as a function to call directly (the per-record path of a sink)."""
+        ...
+
     def production_failed(self, topic: str, error: Exception) -> bool:
         """Asks the production-exception handler: True to drop the record and go on."""
         ...
@@ -73,7 +87,7 @@ class TaskHandle(Protocol):
 class ProcessorNode:
     """One processor instance in a task, with its children and the stores it may use."""
 
-    __slots__ = ("children", "context", "name", "processor", "store_names")
+    __slots__ = ("_entry", "children", "context", "name", "processor", "store_names")
 
     def __init__(self, name: str, processor: Processor, store_names: tuple[str, ...] = ()) -> None:
         self.name = name
@@ -81,6 +95,33 @@ class ProcessorNode:
         self.store_names = store_names
         self.children: list[ProcessorNode] = []
         self.context: NodeContext | None = None
+        self._entry: Entry | None = None
+
+    def entry(self) -> Entry:
+        """This node as a ``(key, value)`` function, built on first use (after every node's ``init``).
+
+        A processor whose own class defines ``fuse`` (the DSL stateless built-ins and the sink) is fused
+        with its children's entries into one closure, so a chain of them runs without Record objects or
+        per-node dispatch; any other processor gets a Record. Errors name the node they happened in.
+        """
+        entry = self._entry
+        if entry is None:
+            context = self.context
+            if context is None:
+                raise TopologyError(f"processor {self.name!r} is used before its init")
+            fuse = type(self.processor).__dict__.get("fuse") if FUSION else None
+            if fuse is None:
+                entry = context.record_entry()
+            else:
+                entry = fuse(self.processor, fan_out([c.entry() for c in self.children]), context.fail)
+            self._entry = entry
+        return entry
+
+    def fused_entry(self) -> Entry | None:
+        """``entry()`` if this node is fused, else None (callers holding a Record pass it to ``process``)."""
+        if not FUSION or "fuse" not in type(self.processor).__dict__:
+            return None
+        return self.entry()
 
     def init(self, task: TaskHandle) -> None:
         self.context = NodeContext(self, task)
@@ -103,13 +144,14 @@ class ProcessorNode:
 class NodeContext(ProcessorContext):
     """The context of one node: ``forward`` goes to this node's children; the rest is the task's."""
 
-    __slots__ = ("_by_name", "_children", "_node", "_task")
+    __slots__ = ("_by_name", "_children", "_node", "_targets", "_task")
 
     def __init__(self, node: ProcessorNode, task: TaskHandle) -> None:
         self._node = node
         self._task = task
         self._children = node.children
         self._by_name = {c.name: c for c in node.children}
+        self._targets: list[tuple[ProcessorNode, Entry | None]] | None = None
 
     @property
     def application_id(self) -> str:
@@ -145,7 +187,9 @@ class NodeContext(ProcessorContext):
 
     def forward(self, record: Record, child_name: str | None = None) -> None:
         if child_name is None:
-            children = self._children
+            targets = self._targets
+            if targets is None:
+                targets = self._targets = [(c, c.fused_entry()) for c in self._children]
         else:
             child = self._by_name.get(child_name)
             if child is None:
@@ -153,19 +197,44 @@ class NodeContext(ProcessorContext):
                     f"processor {self._node.name!r} has no child {child_name!r} "
                     f"(children: {sorted(self._by_name)})"
                 )
-            children = [child]
+            targets = [(child, child.fused_entry())]
         task = self._task
         saved_ts, saved_headers = task.current_timestamp, task.current_headers
         task.current_timestamp = record.timestamp
         task.current_headers = record.headers
-        for child in children:
+        key, value = record.key, record.value
+        for child, entry in targets:
             try:
-                child.processor.process(record)
+                if entry is None:
+                    child.processor.process(record)
+                else:
+                    entry(key, value)
             except ProcessingError:
                 raise
             except Exception as e:
                 raise self._error(child, e) from e
         task.current_timestamp, task.current_headers = saved_ts, saved_headers
+
+    def record_entry(self) -> Entry:
+        """This node's ``process`` as an entry: the key and value with the current timestamp and headers."""
+        task = self._task
+        node = self._node
+        process = node.processor.process
+        error = self._error
+
+        def record_entry(key: Any, value: Any) -> None:
+            try:
+                process(Record(key, value, task.current_timestamp, task.current_headers))
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise error(node, e) from e
+
+        return record_entry
+
+    def fail(self, e: Exception) -> ProcessingError:
+        """The error of this node's processor failing on the current record (fused steps raise it)."""
+        return self._error(self._node, e)
 
     def forwarder(self) -> Callable[[Record], None]:
         """``forward`` for processors that keep the record's timestamp and headers (stateless built-ins).
@@ -208,16 +277,17 @@ class NodeContext(ProcessorContext):
 
     def _unbatch(self, child: ProcessorNode, batch: RecordBatch) -> None:
         task = self._task
-        process = child.processor.process
+        entry = child.entry()
+        keys = batch.keys
         headers = batch.headers
         offsets = batch.offsets.tolist()
         timestamps = batch.timestamps.tolist()
         for i, value in enumerate(batch.value_dicts()):
             task.current_offset = offsets[i]
-            task.current_timestamp = ts = timestamps[i]
-            task.current_headers = h = headers[i] if headers is not None else ()
+            task.current_timestamp = timestamps[i]
+            task.current_headers = headers[i] if headers is not None else ()
             try:
-                process(Record(batch.keys[i], value, ts, h))
+                entry(keys[i], value)
             except ProcessingError:
                 raise
             except Exception as e:
@@ -264,6 +334,25 @@ class NodeContext(ProcessorContext):
     def record_dropped(self, reason: str) -> None:
         """Counts a record this node skipped (null key, late, ...) in the dropped-records metric."""
         self._task.record_dropped(self._node.name, reason)
+
+
+def fan_out(entries: list[Entry]) -> Entry:
+    """One entry calling ``entries`` in order (a node's children)."""
+    if len(entries) == 1:
+        return entries[0]
+    if not entries:
+        return _drop
+    targets = tuple(entries)
+
+    def forward_all(key: Any, value: Any) -> None:
+        for entry in targets:
+            entry(key, value)
+
+    return forward_all
+
+
+def _drop(key: Any, value: Any) -> None:
+    """The children of a leaf."""
 
 
 class SourceNode(ProcessorNode):

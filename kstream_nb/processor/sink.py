@@ -10,10 +10,10 @@ import numpy as np
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.errors import SerializationError
+from kstream_nb.errors import ProcessingError, SerializationError
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.batch import RecordBatch
-from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.node import Entry, Fail, NodeContext
 
 #: ``partitioner(key, value, num_partitions) -> partition`` (None = default partitioner), as seed 000's
 #: StreamPartitioner.
@@ -69,6 +69,61 @@ class SinkProcessor(Processor):
                     f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions"
                 )
         self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        """``process`` over the key and value, sent with the task's current timestamp and headers."""
+        if self.partitioner is not None:
+            task = self._task
+
+            def sink_partitioned(key: Any, value: Any) -> None:
+                try:
+                    self.process(Record(key, value, task.current_timestamp, task.current_headers))
+                except ProcessingError:
+                    raise
+                except Exception as e:
+                    raise fail(e) from e
+
+            return sink_partitioned
+        return self._fused_sink(fail)
+
+    def _fused_sink(self, fail: Fail) -> Entry:
+        task = self._task
+        topic = self.topic
+        send = task.sender()
+        cache = self._key_bytes
+        cached_key = cache.get
+        serialize_key = self.key_serde.serialize
+        serialize_value = self.value_serde.serializer(topic)
+        production_failed = task.production_failed
+
+        def sink(key: Any, value: Any) -> None:
+            try:
+                if type(key) in _IMMUTABLE:
+                    key_bytes = cached_key(key)
+                    if key_bytes is None:
+                        key_bytes = serialize_key(topic, key)
+                        if len(cache) >= _KEY_CACHE_LIMIT:
+                            cache.clear()
+                        cache[key] = key_bytes
+                else:
+                    key_bytes = serialize_key(topic, key)
+                value_bytes = serialize_value(value)
+            except SerializationError as e:
+                if production_failed(topic, e):
+                    return
+                raise fail(e) from e
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+            try:
+                send(topic, key_bytes, value_bytes, task.current_timestamp, task.current_headers, None)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return sink
 
     def process_batch(self, batch: RecordBatch) -> None:
         """Writes the batch column-wise, split by target partition (null keys: one partition per batch)."""

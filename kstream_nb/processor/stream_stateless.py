@@ -1,13 +1,19 @@
-"""Stateless KStream processors: filter, map, flat_map, peek, branch, merge, column expressions."""
+"""Stateless KStream processors: filter, map, flat_map, peek, branch, merge, column expressions.
+
+Each one-record-at-a-time built-in has two forms: ``process`` (a Record, forwarded to the child) and
+``fuse`` (a closure over the key and value that calls its children's entries directly; see
+``ProcessorNode.entry``). They must do the same thing; tests run topologies both ways.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from kstream_nb.errors import ProcessingError
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.batch import RecordBatch
-from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.node import Entry, Fail, NodeContext
 
 
 class _Forwarding(Processor):
@@ -27,6 +33,9 @@ class PassThrough(_Forwarding):
     def process(self, record: Record) -> None:
         self.forward(record)
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        return downstream
+
     def process_batch(self, batch: RecordBatch) -> None:
         self.forward_batch(batch)
 
@@ -42,6 +51,32 @@ class KStreamFilter(_Forwarding):
         if bool(self.predicate(record.key, record.value)) is not self.negate:
             self.forward(record)
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        predicate = self.predicate
+        if self.negate:
+
+            def filter_not(key: Any, value: Any) -> None:
+                try:
+                    if not predicate(key, value):
+                        downstream(key, value)
+                except ProcessingError:
+                    raise
+                except Exception as e:
+                    raise fail(e) from e
+
+            return filter_not
+
+        def filter_(key: Any, value: Any) -> None:
+            try:
+                if predicate(key, value):
+                    downstream(key, value)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return filter_
+
 
 class KStreamMap(_Forwarding):
     """Replaces key and value with ``mapper(key, value) -> (key, value)``."""
@@ -53,6 +88,19 @@ class KStreamMap(_Forwarding):
         key, value = _pair(self.mapper(record.key, record.value), "map")
         self.forward(Record(key, value, record.timestamp, record.headers))
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        mapper = self.mapper
+
+        def map_(key: Any, value: Any) -> None:
+            try:
+                downstream(*_pair(mapper(key, value), "map"))
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return map_
+
 
 class KStreamSelectKey(_Forwarding):
     """Replaces the key with ``mapper(key, value)``."""
@@ -62,6 +110,19 @@ class KStreamSelectKey(_Forwarding):
 
     def process(self, record: Record) -> None:
         self.forward(Record(self.mapper(record.key, record.value), record.value, record.timestamp, record.headers))
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        mapper = self.mapper
+
+        def select_key(key: Any, value: Any) -> None:
+            try:
+                downstream(mapper(key, value), value)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return select_key
 
 
 class KStreamMapValues(_Forwarding):
@@ -75,6 +136,30 @@ class KStreamMapValues(_Forwarding):
         value = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
         self.forward(Record(record.key, value, record.timestamp, record.headers))
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        mapper = self.mapper
+        if self.with_key:
+
+            def map_values_with_key(key: Any, value: Any) -> None:
+                try:
+                    downstream(key, mapper(key, value))
+                except ProcessingError:
+                    raise
+                except Exception as e:
+                    raise fail(e) from e
+
+            return map_values_with_key
+
+        def map_values(key: Any, value: Any) -> None:
+            try:
+                downstream(key, mapper(value))
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return map_values
+
 
 class KStreamFlatMap(_Forwarding):
     """Replaces each record with the ``(key, value)`` pairs of ``mapper(key, value)``."""
@@ -86,6 +171,20 @@ class KStreamFlatMap(_Forwarding):
         for pair in _iterable(self.mapper(record.key, record.value), "flat_map"):
             key, value = _pair(pair, "flat_map")
             self.forward(Record(key, value, record.timestamp, record.headers))
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        mapper = self.mapper
+
+        def flat_map(key: Any, value: Any) -> None:
+            try:
+                for pair in _iterable(mapper(key, value), "flat_map"):
+                    downstream(*_pair(pair, "flat_map"))
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return flat_map
 
 
 class KStreamFlatMapValues(_Forwarding):
@@ -100,6 +199,20 @@ class KStreamFlatMapValues(_Forwarding):
         for value in _iterable(values, "flat_map_values"):
             self.forward(Record(record.key, value, record.timestamp, record.headers))
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        mapper, with_key = self.mapper, self.with_key
+
+        def flat_map_values(key: Any, value: Any) -> None:
+            try:
+                for each in _iterable(mapper(key, value) if with_key else mapper(value), "flat_map_values"):
+                    downstream(key, each)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return flat_map_values
+
 
 class KStreamPeek(_Forwarding):
     """Calls ``action(key, value)`` and forwards the record (``forward=False``: foreach, terminal)."""
@@ -112,6 +225,21 @@ class KStreamPeek(_Forwarding):
         self.action(record.key, record.value)
         if self.forwards:
             self.forward(record)
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        action, forwards = self.action, self.forwards
+
+        def peek(key: Any, value: Any) -> None:
+            try:
+                action(key, value)
+                if forwards:
+                    downstream(key, value)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return peek
 
 
 class KStreamBranch(_Forwarding):
@@ -153,6 +281,20 @@ class KStreamExprFilter(_Forwarding):
         if self._record(record.value):
             self.forward(record)
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        predicate = self._record
+
+        def expr_filter(key: Any, value: Any) -> None:
+            try:
+                if predicate(value):
+                    downstream(key, value)
+            except ProcessingError:
+                raise
+            except Exception as e:
+                raise fail(e) from e
+
+        return expr_filter
+
     def process_batch(self, batch: RecordBatch) -> None:
         mask = self._batch(self.expr, batch.values)
         if mask.all():
@@ -177,6 +319,9 @@ class KStreamAssign(_Forwarding):
         else:
             self.forward(record.with_value(self._record(record.value, self.assignments)))
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        return _fuse_value_op(self._record, self.assignments, downstream, fail)
+
     def process_batch(self, batch: RecordBatch) -> None:
         self.forward_batch(batch.with_values(self._batch(batch.values, self.assignments)))
 
@@ -197,8 +342,25 @@ class KStreamProject(_Forwarding):
         else:
             self.forward(record.with_value(self._record(record.value, self.names)))
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        return _fuse_value_op(self._record, self.names, downstream, fail)
+
     def process_batch(self, batch: RecordBatch) -> None:
         self.forward_batch(batch.with_values(self._batch(batch.values, self.names)))
+
+
+def _fuse_value_op(op: Callable[[Any, Any], Any], arg: Any, downstream: Entry, fail: Fail) -> Entry:
+    """The fused form of ``value -> op(value, arg)`` for non-null values (assign, project)."""
+
+    def value_op(key: Any, value: Any) -> None:
+        try:
+            downstream(key, None if value is None else op(value, arg))
+        except ProcessingError:
+            raise
+        except Exception as e:
+            raise fail(e) from e
+
+    return value_op
 
 
 def _pair(result: Any, op: str) -> tuple[Any, Any]:

@@ -394,9 +394,10 @@ class KafkaStreams:
         bar = None
         try:
             while time.monotonic() < deadline:
+                running = self._state == State.RUNNING  # read first: RUNNING comes after the restores ended
                 if show:
                     bar = self._show_restore(bar)
-                if self._state == State.RUNNING:
+                if running:
                     return self
                 if self._state in (State.ERROR, State.PENDING_ERROR):
                     raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
@@ -547,10 +548,13 @@ class KafkaStreams:
         tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
         processed = sum(th.processed_total for th in threads)
         process_time = sum(th.process_time_s for th in threads)
-        waiting = self.status is not None
+        # while the broker is away, nothing that asks it (lag, topics) is measured
+        unreachable = any(th.broker_unreachable_since is not None for th in list(self._threads))
+        waiting = self.status is not None or unreachable
+        status = self.status or ("broker unreachable" if unreachable else self._state.value.lower())
         return {
             "state": self._state.value,
-            "status": self.status or self._state.value.lower(),
+            "status": status,
             "broker-retries": self.broker_retries,
             "threads": len(self._threads),
             "tasks": len(tasks),

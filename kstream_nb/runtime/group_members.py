@@ -27,6 +27,7 @@ import orjson
 
 from kstream_nb.cluster.base import Cluster, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import StreamsError
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,11 @@ class GroupMembers:
         self._producer.send(self.topic, member.key.encode(), value)
 
     def leave(self, key: str) -> None:
-        """A tombstone: the thread left the group cleanly."""
+        """A tombstone: the thread left the group cleanly (best effort: a member that cannot say so drops
+        out of the view once its heartbeat is stale)."""
         self._producer.send(self.topic, key.encode(), None)
-        self._producer.flush(5.0)
+        with contextlib.suppress(StreamsError):
+            self._producer.flush(2.0)
 
     def refresh(self) -> None:
         """Applies the records published since the last refresh (never blocks)."""

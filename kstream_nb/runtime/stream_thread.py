@@ -644,8 +644,8 @@ class StreamThread(threading.Thread):
             if self.group_members is not None:
                 try:
                     self.group_members.leave(self._client_id)
-                except Exception:
-                    log.exception("%s could not leave the group-members board", self.name)
+                except Exception as e:
+                    log.warning("%s could not leave the group-members board: %s", self.name, e)
             closers = (self.consumer.close, self.restore_consumer.close, self.standby_consumer.close)
             for closer in (*closers, self.producer.close):
                 try:

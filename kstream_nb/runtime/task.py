@@ -29,6 +29,7 @@ from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.timestamps import FieldTimestampExtractor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
+from kstream_nb.state.builders import KeyValueStoreBuilder
 from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.state.window_store import WindowStoreBuilder
@@ -56,17 +57,38 @@ class RecordCollector(Protocol):
 
 
 class _Chunk:
-    """Decoded records of one fetch, consumed from ``pos`` on."""
+    """Records of one fetch as parallel columns, consumed from ``pos`` on.
 
-    __slots__ = ("offsets", "pos", "records")
+    With ``value_de`` set, keys and values are still bytes, decoded as they are processed (so a decoded
+    value lives only while its record is processed, and a bad record meets the deserialization handler
+    when it is reached, as in Kafka Streams); with ``value_de`` None they were decoded on arrival (for a
+    timestamp extractor that reads them).
+    """
 
-    def __init__(self, records: list[Record], offsets: list[int]) -> None:
-        self.records = records
+    __slots__ = ("headers", "key_cache", "key_de", "keys", "offsets", "pos", "timestamps", "value_de", "values")
+
+    def __init__(
+        self,
+        offsets: list[int],
+        keys: list[Any],
+        values: list[Any],
+        timestamps: list[int],
+        headers: list[Headers],
+        key_de: _KeyDecoder | None = None,
+        value_de: Callable[[bytes], Any] | None = None,
+    ) -> None:
         self.offsets = offsets
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.headers = headers
+        self.key_de = key_de
+        self.key_cache = key_de.cache if key_de is not None else {}
+        self.value_de = value_de
         self.pos = 0
 
     def __len__(self) -> int:
-        return len(self.records) - self.pos
+        return len(self.offsets) - self.pos
 
 
 class RegisteredStore:
@@ -115,7 +137,7 @@ class StreamTask:
         self.dropped_total = 0
         self.skipped_deserialization = 0
         self.skipped_production = 0
-        self._key_decoders: dict[str, Callable[[bytes], Any]] = {}
+        self._key_decoders: dict[str, _KeyDecoder] = {}
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
         #: positions whose outputs have reached the cluster (what lag is measured against)
@@ -138,8 +160,6 @@ class StreamTask:
         self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
-        from kstream_nb.state.builders import KeyValueStoreBuilder
-
         # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
         # each thread's budget shared by the cached key-value stores of its tasks
         cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
@@ -307,7 +327,7 @@ class StreamTask:
     # ---- records -------------------------------------------------------------------------------
 
     def add(self, fetched: FetchedBatch) -> None:
-        """Deserializes a fetched batch into the partition's queue (column-wise when possible)."""
+        """Queues a fetched batch: column-wise when possible, else its raw columns (decoded when processed)."""
         tp = TopicPartition(fetched.topic, fetched.partition)
         queue = self.queues.get(tp)
         if queue is None:
@@ -320,10 +340,9 @@ class StreamTask:
                 return
         key_de = self._key_decoders.get(fetched.topic)
         if key_de is None:
-            key_de = self._key_decoders[fetched.topic] = _memoized(_decoder(source.key_serde, fetched.topic))
+            key_de = self._key_decoders[fetched.topic] = _KeyDecoder(_decoder(source.key_serde, fetched.topic))
         value_de = _decoder(source.value_serde, fetched.topic)
         extractor = source.timestamp_extractor
-        record_time = extractor is None or extractor.uses_record_timestamp
         topic, partition = fetched.topic, fetched.partition
         if fetched.raw is not None:
             offsets, keys, values, timestamps, headers = fetched.raw
@@ -331,36 +350,40 @@ class StreamTask:
             rs = fetched.records
             offsets, keys, values = [r.offset for r in rs], [r.key for r in rs], [r.value for r in rs]
             timestamps, headers = [r.timestamp for r in rs], [r.headers for r in rs]
-        try:
-            records = [
-                Record(None if k is None else key_de(k), None if v is None else value_de(v), ts, h)
-                for k, v, ts, h in zip(keys, values, timestamps, headers)
-            ]
-            kept = list(offsets)
-        except Exception:
-            records, kept = self._decode_one_by_one(
-                topic, partition, fetched.raw or (offsets, keys, values, timestamps, headers), key_de, value_de
-            )
-        if record_time:
-            if records and min(timestamps) < 0:
-                bad = next(i for i, r in enumerate(records) if r.timestamp < 0)
+        if not offsets:
+            return
+        if extractor is None or extractor.uses_record_timestamp:
+            if min(timestamps) < 0:
+                bad = next(i for i, ts in enumerate(timestamps) if ts < 0)
                 raise ProcessingError(
-                    f"invalid (negative) timestamp {records[bad].timestamp}",
+                    f"invalid (negative) timestamp {timestamps[bad]}",
                     task_id=self.task_id,
                     topic=topic,
                     partition=partition,
-                    offset=kept[bad],
+                    offset=offsets[bad],
                 )
-        else:
-            for record, offset in zip(records, kept):
-                record.timestamp = self._extract(extractor, record, topic, partition, offset)
+            queue.append(_Chunk(list(offsets), keys, values, timestamps, headers, key_de, value_de))
+            return
+        records, kept = self._decode_one_by_one(
+            topic, partition, (offsets, keys, values, timestamps, headers), key_de, value_de
+        )
+        for record, offset in zip(records, kept):
+            record.timestamp = self._extract(extractor, record, topic, partition, offset)
         if records:
-            queue.append(_Chunk(records, kept))
+            queue.append(
+                _Chunk(
+                    kept,
+                    [r.key for r in records],
+                    [r.value for r in records],
+                    [r.timestamp for r in records],
+                    [r.headers for r in records],
+                )
+            )
 
     def _decode_one_by_one(
         self, topic: str, partition: int, raw: Any, key_de: Any, value_de: Any
     ) -> tuple[list[Record], list[int]]:
-        """The slow path after a failed decode: each record on its own, bad ones to the handler."""
+        """Decodes each record on its own (for the timestamp extractor), bad ones to the handler."""
         records, kept = [], []
         for offset, k, v, ts, h in zip(*raw):
             try:
@@ -453,6 +476,10 @@ class StreamTask:
             return True
         return False
 
+    def sender(self) -> Callable[[str, bytes | None, bytes | None, int, Headers, int | None], None]:
+        """``send`` without the indirection through the task (a sink calls it once per record)."""
+        return self._collector.send
+
     def buffered(self) -> int:
         return sum(len(item) for q in list(self.queues.values()) for item in list(q))
 
@@ -462,7 +489,7 @@ class StreamTask:
         for tp, queue in self.queues.items():
             if queue:
                 head = queue[0]
-                ts = head.timestamps[0] if type(head) is RecordBatch else head.records[head.pos].timestamp
+                ts = head.timestamps[0] if type(head) is RecordBatch else head.timestamps[head.pos]
                 if best_ts is None or ts < best_ts:
                     best, best_ts = (tp, queue), ts
         return best
@@ -487,9 +514,10 @@ class StreamTask:
         return done
 
     def _drain(self, tp: TopicPartition, queue: deque[Any], source: SourceNode, budget: int) -> int:
+        """Processes one partition's queue record by record: decode, advance stream time, run the source's
+        (fused) entry with the record's offset, timestamp and headers as the task's current ones."""
         done = 0
-        # a source only passes records on: hand them straight to its forwarder
-        process = getattr(source.processor, "forward", source.processor.process)
+        entry = source.entry()
         stream_time = self.stream_time
         try:
             while queue and done < budget:
@@ -498,21 +526,49 @@ class StreamTask:
                     done += self._process_head(tp, queue, source)
                     stream_time = self.stream_time
                     continue
-                records, offsets, start = chunk.records, chunk.offsets, chunk.pos
-                end = min(len(records), start + budget - done)
-                for i in range(start, end):
-                    record = records[i]
-                    ts = record.timestamp
-                    if ts > stream_time:
-                        self.stream_time = stream_time = ts
-                    self.current_offset = offsets[i]
-                    self.current_timestamp = ts
-                    self.current_headers = record.headers
-                    process(record)
+                offsets, value_de, start = chunk.offsets, chunk.value_de, chunk.pos
+                end = min(len(offsets), start + budget - done)
+                rows = zip(
+                    offsets[start:end],
+                    chunk.keys[start:end],
+                    chunk.values[start:end],
+                    chunk.timestamps[start:end],
+                    chunk.headers[start:end],
+                )
+                skipped = 0
+                if value_de is None:
+                    for offset, key, value, ts, h in rows:
+                        if ts > stream_time:
+                            self.stream_time = stream_time = ts
+                        self.current_offset = offset
+                        self.current_timestamp = ts
+                        self.current_headers = h
+                        entry(key, value)
+                else:
+                    key_de, cached_key = chunk.key_de, chunk.key_cache.get
+                    for offset, k, v, ts, h in rows:
+                        try:
+                            if k is None:
+                                key = None
+                            else:
+                                key = cached_key(k)
+                                if key is None:
+                                    key = key_de(k)
+                            value = None if v is None else value_de(v)
+                        except Exception as e:
+                            skipped += 1
+                            self._deserialization_failed(tp.topic, tp.partition, offset, e, (k, v, ts, h))
+                            continue
+                        if ts > stream_time:
+                            self.stream_time = stream_time = ts
+                        self.current_offset = offset
+                        self.current_timestamp = ts
+                        self.current_headers = h
+                        entry(key, value)
                 chunk.pos = end
-                done += end - start
+                done += end - start - skipped
                 self.consumed[tp] = offsets[end - 1] + 1
-                if end == len(records):
+                if end == len(offsets):
                     queue.popleft()
         except ProcessingError:
             raise
@@ -539,16 +595,27 @@ class StreamTask:
                 source.processor.process_batch(item)  # type: ignore[attr-defined]
                 self.consumed[tp] = int(item.offsets[-1]) + 1
             return len(item)
-        record, offset = item.records[item.pos], item.offsets[item.pos]
-        item.pos += 1
-        if item.pos == len(item.records):
+        i = item.pos
+        item.pos = i + 1
+        if item.pos == len(item.offsets):
             queue.popleft()
-        if record.timestamp > self.stream_time:
-            self.stream_time = record.timestamp
+        offset, ts, headers = item.offsets[i], item.timestamps[i], item.headers[i]
+        key, value = item.keys[i], item.values[i]
+        if item.value_de is not None:
+            k, v = key, value
+            try:
+                key = None if k is None else item.key_de(k)
+                value = None if v is None else item.value_de(v)
+            except Exception as e:
+                self._deserialization_failed(tp.topic, tp.partition, offset, e, (k, v, ts, headers))
+                self.consumed[tp] = offset + 1
+                return 0
+        if ts > self.stream_time:
+            self.stream_time = ts
         self.current_offset = offset
-        self.current_timestamp = record.timestamp
-        self.current_headers = record.headers
-        source.processor.process(record)
+        self.current_timestamp = ts
+        self.current_headers = headers
+        source.entry()(key, value)
         self.consumed[tp] = offset + 1
         return 1
 
@@ -613,18 +680,25 @@ _IMMUTABLE = (str, int, float, bool)
 _MEMO_LIMIT = 50_000
 
 
-def _memoized(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """Keys repeat: remember the decoded form of immutable keys (bounded), decode the rest every time."""
-    cache: dict[bytes, Any] = {}
+class _KeyDecoder:
+    """Keys repeat: remembers the decoded form of immutable keys (bounded), decodes the rest every time.
 
-    def decode_key(data: bytes) -> Any:
+    ``cache`` is public so that the processing loop can look hits up without a call.
+    """
+
+    __slots__ = ("cache", "decode")
+
+    def __init__(self, decode: Callable[[bytes], Any]) -> None:
+        self.decode = decode
+        self.cache: dict[bytes, Any] = {}
+
+    def __call__(self, data: bytes) -> Any:
+        cache = self.cache
         key = cache.get(data)
         if key is None:
-            key = decode(data)
+            key = self.decode(data)
             if type(key) in _IMMUTABLE:
                 if len(cache) >= _MEMO_LIMIT:
                     cache.clear()
                 cache[data] = key
         return key
-
-    return decode_key
