@@ -79,6 +79,15 @@ class StreamsPartitionAssignor:
         self.check_copartitioning(counts)
         subs = self.topology.subtopologies()
         fixed = self.topology.repartition_topics
+        # an internal topic joined with a user topic that does not exist yet takes that topic's count: it
+        # cannot be sized (nor created) before it exists (say a foreign-key join's response topic)
+        unsized = {
+            self.resolve(t)
+            for group in self.topology.copartition_groups()
+            if any(not self.topology.is_internal(u) and u not in known for u in group)
+            for t in group
+            if self.topology.is_internal(t) and self.resolve(t) not in known
+        }
         for group in self.topology.copartition_groups():
             user = [counts[t] for t in group if not self.topology.is_internal(t) and t in counts]
             for t in group:
@@ -109,6 +118,8 @@ class StreamsPartitionAssignor:
             if len(sized) > 1:
                 largest = max(counts[t] for t in sized)
                 counts.update(dict.fromkeys(sized, largest))
+        for topic in unsized:
+            counts.pop(topic, None)
         return counts
 
     def tasks(self, counts: Mapping[str, int]) -> list[TaskInfo]:
@@ -171,6 +182,10 @@ class StreamsPartitionAssignor:
             for task in self.tasks(counts):
                 got = tuple(tp for tp in task.partitions if tp in partitions)
                 if not got:
+                    continue
+                if any(tp.topic not in partition_counts for tp in task.partitions):
+                    # an internal topic created just now: the group assigns it at the rebalance that
+                    # follows (when the consumer's metadata sees it); the task starts then, whole
                     continue
                 if len(got) < len(task.partitions) and subs[task.subtopology].stores:
                     listed = ", ".join(

@@ -320,7 +320,10 @@ class StreamTask:
             except Exception as e:  # a failing close must not keep the other stores open
                 errors.append(e)
         for registered in self.stores.values():
-            registered.store.close()
+            try:
+                registered.store.close()
+            except Exception as e:
+                errors.append(e)
         if errors:
             raise ProcessingError(f"closing task {self.task_id} failed: {errors[0]}", task_id=self.task_id)
 

@@ -441,3 +441,28 @@ def test_live_left_table_from_a_repartition_topic_and_restart_restores_subscript
         assert names == {f"o{i}": "renamed" if i % 4 == 1 else f"n{i % 4}" for i in range(24)}
     finally:
         assert app.stop()
+
+
+def test_live_fk_join_started_before_the_left_topic_exists() -> None:
+    """The response topic must get the left topic's partition count, so it is created only once the left
+    topic exists (before, it was sized from the right side and the join failed when orders arrived)."""
+    url = f"memory://fk-{uuid.uuid4().hex[:8]}"
+    ks.produce(
+        "customers", [(f"c{i}", {"name": f"name-{i}"}) for i in range(4)], bootstrap_servers=url, partitions=2
+    )
+    b = ks.StreamsBuilder()
+    o, c = b.table("orders"), b.table("customers")
+    o.join(c, _enrich, store="enriched", foreign_key_extractor=lambda v: v["customer"]).to_stream().to("out")
+    app = ks.KafkaStreams(b.build(), "fk-late", url, missing_source_topic_timeout_ms=60_000)
+    try:
+        app.start()
+        orders = [(f"o{i}", {"customer": f"c{i % 4}", "qty": i}) for i in range(12)]
+        ks.produce("orders", orders, bootstrap_servers=url, partitions=3)
+        app.wait_until_running().wait_until_idle()
+        expected = {k: _enrich(v, {"name": f"name-{int(v['customer'][1:])}"}) for k, v in orders}
+        assert dict(app.store("enriched").all()) == expected
+        admin = connect(url).admin()
+        response = [t for t in admin.list_topics() if "response" in t]
+        assert response and all(admin.partition_count(t) == 3 for t in response)
+    finally:
+        app.stop()

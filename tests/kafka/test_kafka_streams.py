@@ -22,6 +22,7 @@ from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
 from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
 
@@ -449,3 +450,32 @@ def test_seed_order_example_on_a_broker_of_its_own(tmp_path) -> None:
     finally:
         close_clusters(bootstrap)
         stop_tansu(process)
+
+
+def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kafka_bootstrap) -> None:
+    """The foreign-key join's response topic is created with the left topic's partition count once that
+    topic exists, and its tasks start whole at the rebalance that follows (no crash, exact join)."""
+    customers, orders_topic, out = names("customers"), names("orders"), names("enriched")
+    ks.produce(customers, [(f"c{i}", {"name": f"n{i}"}) for i in range(4)], bootstrap_servers=kafka_bootstrap,
+               partitions=2)  # fmt: skip
+    b = ks.StreamsBuilder()
+    o, c = b.table(orders_topic), b.table(customers)
+    o.join(c, lambda order, cust: {**order, "name": cust["name"]}, store="enriched",
+           foreign_key_extractor=lambda v: v["customer"]).to_stream().to(out)  # fmt: skip
+    app_id = names("fk-late")
+    app = make_kafka_app(b.build(), application_id=app_id).start()
+    wait_until(lambda: app.state is ks.State.RUNNING, 60, "the app to run without its left topic")
+    orders = [(f"o{i}", {"customer": f"c{i % 4}", "qty": i}) for i in range(12)]
+    ks.produce(orders_topic, orders, bootstrap_servers=kafka_bootstrap, partitions=3)
+    expected = {k: {**v, "name": f"n{int(v['customer'][1:])}"} for k, v in orders}
+
+    def joined() -> bool:
+        try:
+            return dict(store_rows(app, "enriched")) == expected
+        except InvalidStateStoreError:  # between the rebalances that bring the new topics' tasks
+            assert app.state is not ks.State.ERROR, app.error
+            return False
+
+    wait_until(joined, 60, "the join of every order")
+    admin = connect(kafka_bootstrap).admin()
+    assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-0000000006-subscription-response-topic") == 3
