@@ -436,7 +436,13 @@ class KafkaStreams:
         raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
 
     def _all_tasks_drained(self) -> bool:
-        if not all(t.buffered() == 0 for th in list(self._threads) for t in list(th.tasks.values())):
+        tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
+        if not all(t.buffered() == 0 for t in tasks):
+            return False
+        cached = [t for t in tasks if t.has_cached_changes()]
+        for task in cached:  # their results leave the record cache at a commit: ask for one now
+            task.commit_requested = True
+        if cached:
             return False
         # a source topic missing at the last rebalance that exists now: its tasks come with the next one
         # (a Kafka group notices new topics at its next metadata refresh)

@@ -30,6 +30,7 @@ from kstream_nb.processor.timestamps import FieldTimestampExtractor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.state.builders import KeyValueStoreBuilder
+from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.state.window_store import WindowStoreBuilder
@@ -651,6 +652,14 @@ class StreamTask:
     def flush(self) -> None:
         for registered in self.stores.values():
             registered.store.flush()
+
+    def has_cached_changes(self) -> bool:
+        """Whether a record cache holds updates not yet written and forwarded (they go at the next commit)."""
+        for registered in list(self.stores.values()):
+            layer = caching_layer(registered.store)
+            if layer is not None and layer.cache.pending():
+                return True
+        return False
 
     def offsets_to_commit(self) -> dict[TopicPartition, int]:
         """Consumed positions that changed since the last commit (call ``flush`` first)."""

@@ -116,3 +116,12 @@ def test_the_test_driver_emits_every_update(cache_max_bytes: int) -> None:
         out = driver.create_output_topic("region-counts")
         users.pipe_key_value_list(USERS)
         assert out.read_key_values_to_list() == [("eu", 1), ("eu", 2), ("us", 1), ("eu", 1), ("us", 2)]
+
+
+def test_wait_until_idle_waits_for_the_cached_results(url: str, make_app: Callable[..., ks.KafkaStreams]) -> None:
+    """Idle means the results are out: with updates still in the record cache, wait_until_idle asks for a
+    commit (long before the 60 s commit interval) and returns once the outputs are written."""
+    ks.produce("sentences", SENTENCES, bootstrap_servers=url)
+    app = make_app(word_count_topology(), statestore_cache_max_bytes=10_000_000, commit_interval_ms=60_000)
+    app.start().wait_until_running(30).wait_until_idle(10)
+    assert records(url, "word-counts") == [("a", 2), ("b", 2), ("c", 1)]
