@@ -271,6 +271,13 @@ class KafkaCluster(Cluster):
             unknown = [tp for tp, s in starts.items() if s is None]
             if unknown:
                 starts.update(self._listed_offsets(unknown, OffsetSpec.latest()))
+                # the probe learns a topic new to it only at its next metadata refresh (~1 s per call, e.g.
+                # per task restoring fresh changelogs): ask for those topics' metadata now
+                for topic in sorted({tp.topic for tp in unknown}):
+                    try:
+                        probe.list_topics(topic=topic, timeout=self.timeout_s)
+                    except KafkaException:  # only an optimisation: the fetch below finds the topic anyway
+                        log.debug("metadata for %s not fetched ahead", topic, exc_info=True)
             probe.assign([CKTopicPartition(tp.topic, tp.partition, max(0, s or 0)) for tp, s in starts.items()])
             ends: dict[TopicPartition, int] = {}
             seen: dict[TopicPartition, int] = {}

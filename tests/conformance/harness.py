@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import kstream_nb as ks
 from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
@@ -43,26 +44,35 @@ def _windows(node: dict[str, Any]) -> Any:
     return SessionWindows.with_gap(w["inactivity_gap_ms"]).grace(w.get("grace_ms", 0))
 
 
-def _store(node: dict[str, Any]) -> str | None:
-    return (node.get("store") or {}).get("name")
+class CaseGraph:
+    """A case's topology added to ``builder``; topic and store names pass through ``rename`` (to share a builder),
+    its sources use ``timestamp_extractor`` if given (else the app's default)."""
 
-
-class CaseRun:
-    """Builds the case's topology and pipes its steps; ``captured[node]`` holds what each node produced."""
-
-    def __init__(self, case: dict[str, Any], settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        case: dict[str, Any],
+        builder: ks.StreamsBuilder,
+        rename: Callable[[str], str] = lambda name: name,
+        timestamp_extractor: Any = None,
+    ) -> None:
         self.case = case
+        self.rename = rename
+        self.timestamp_extractor = timestamp_extractor
         self.captured: dict[str, list[ks.Record]] = defaultdict(list)
         self.objects: dict[str, Any] = {}
         self.stores: dict[str, str] = {}
-        builder = ks.StreamsBuilder()
         for node in case["topology"]:
             self.objects[node["id"]] = self._build(builder, node)
-        self.driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0, **(settings or {})})
-        self.inputs = {t: self.driver.create_input_topic(t) for t in self._input_topics()}
 
-    def _input_topics(self) -> list[str]:
-        return [n["topic"] for n in self.case["topology"] if n["op"] in ("stream", "table")]
+    def input_topics(self) -> dict[str, str]:
+        """The case's input topic -> its (renamed) topic in the builder."""
+        return {
+            n["topic"]: self.rename(n["topic"]) for n in self.case["topology"] if n["op"] in ("stream", "table")
+        }
+
+    def output_topics(self) -> list[str]:
+        """The (renamed) topics the case's ``to`` nodes write to."""
+        return [self.rename(n["topic"]) for n in self.case["topology"] if n["op"] == "to"]
 
     def _capture(self, stream: ks.KStream, node_id: str) -> None:
         sink = self.captured[node_id]
@@ -72,9 +82,11 @@ class CaseRun:
         op = node["op"]
         src = self.objects.get(node.get("from", ""))
         if op == "stream":
-            return b.stream(node["topic"])
+            return b.stream(self.rename(node["topic"]), timestamp_extractor=self.timestamp_extractor)
         if op == "table":
-            return b.table(node["topic"], store=_store(node))
+            return b.table(
+                self.rename(node["topic"]), timestamp_extractor=self.timestamp_extractor, store=self._store(node)
+            )
         if op == "toStream":
             return src.to_stream()
         if op == "toTable":
@@ -121,13 +133,13 @@ class CaseRun:
             self._capture(src, node["id"])
             return None
         if op == "to":
-            src.to(node["topic"])
+            src.to(self.rename(node["topic"]))
             self._capture(src, node["id"])
             return None
         raise ValueError(f"unknown op {op!r}")
 
     def _aggregate(self, src: Any, node: dict[str, Any]) -> Any:
-        store = _store(node)
+        store = self._store(node)
         if store:
             self.stores[node["id"]] = store
         op = node["op"]
@@ -161,6 +173,27 @@ class CaseRun:
             return getattr(left, method)(right, joiner, grace=node["grace_ms"])
         return getattr(left, method)(right, joiner)
 
+    def _store(self, node: dict[str, Any]) -> str | None:
+        name = (node.get("store") or {}).get("name")
+        return None if name is None else self.rename(name)
+
+
+class CaseRun:
+    """Runs a case on the test driver; ``captured[node]`` holds what each node produced."""
+
+    def __init__(self, case: dict[str, Any], settings: dict[str, Any] | None = None) -> None:
+        self.case = case
+        builder = ks.StreamsBuilder()
+        self.graph = CaseGraph(case, builder)
+        self.captured = self.graph.captured
+        self.stores = self.graph.stores
+        self.driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0, **(settings or {})})
+        self.inputs = {t: self.driver.create_input_topic(t) for t in self.graph.input_topics().values()}
+
+    def table_entry(self, store: str, key: Any) -> Any:
+        """The ``ValueAndTimestamp`` of ``key`` in the timestamped key-value store ``store`` (None if absent)."""
+        return self.driver.get_timestamped_key_value_store(store).get(key)
+
     def pipe(self, record: dict[str, Any]) -> None:
         ts = record.get("timestamp_ms")
         self.inputs[record["topic"]].pipe_input(record["key"], record["value"], timestamp=0 if ts is None else ts)
@@ -191,13 +224,21 @@ def _frozen(r: dict[str, Any]) -> str:
     return repr(sorted(r.items()))
 
 
-def check(run: CaseRun, node: str, expectation: dict[str, Any], history: dict[str, list[dict[str, Any]]]) -> None:
+class Observed(Protocol):
+    """What ``check`` reads of a run: captured records per node, store names per node, table entries."""
+
+    captured: dict[str, list[ks.Record]]
+    stores: dict[str, str]
+
+    def table_entry(self, store: str, key: Any) -> Any: ...
+
+
+def check(run: Observed, node: str, expectation: dict[str, Any], history: dict[str, list[dict[str, Any]]]) -> None:
     """Asserts one expectation; check-and-clear modes consume what the node produced since the last check."""
     match = expectation["match"]
     if match == "table_state":
-        store = run.driver.get_timestamped_key_value_store(run.stores.get(node, node))
         for want in expectation["records"]:
-            got = store.get(want["key"])
+            got = run.table_entry(run.stores.get(node, node), want["key"])
             assert got is not None, f"{node}: key {want['key']!r} missing from the table"
             assert (got.value, got.timestamp) == (want["value"], want["timestamp_ms"]), f"{node}: {want['key']!r}"
         return
