@@ -9,7 +9,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +92,12 @@ def stop_tansu(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    """Polls ``condition`` every 50 ms; fails naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)

@@ -15,31 +15,21 @@ held, and threads running at the same time never share one.
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
-from kstream_nb.errors import StreamsError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: ids are still unique per process, not stable
-    fcntl = None  # type: ignore[assignment]
-
-MAX_SLOTS = 1024
+from kstream_nb.host_slots import HostSlot, acquire_slot
 
 
 class TransactionalIdSlot:
     """A held slot: ``transactional_id`` is valid until ``release()``."""
 
-    def __init__(self, transactional_id: str, fd: int | None) -> None:
+    def __init__(self, transactional_id: str, slot: HostSlot) -> None:
         self.transactional_id = transactional_id
-        self._fd = fd
+        self._slot = slot
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the descriptor drops the flock
+        self._slot.release()
 
     def __repr__(self) -> str:
         return f"TransactionalIdSlot({self.transactional_id!r})"
@@ -50,19 +40,5 @@ def acquire_transactional_id(
 ) -> TransactionalIdSlot:
     """Takes the lowest free slot of ``application_id`` on this host and returns its transactional id."""
     owner = (client_id or socket.gethostname() or "host").replace("/", "_")
-    if fcntl is None:  # pragma: no cover
-        return TransactionalIdSlot(f"{application_id}-{owner}-{os.getpid()}", None)
-    folder = Path(state_dir) / application_id
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StreamsError(f"cannot create the state directory {folder}: {e}") from e
-    for slot in range(MAX_SLOTS):
-        fd = os.open(folder / f".txn-slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        return TransactionalIdSlot(f"{application_id}-{owner}-{slot}", fd)
-    raise StreamsError(f"all {MAX_SLOTS} transactional id slots of {application_id!r} in {folder} are taken")
+    slot = acquire_slot(Path(state_dir) / application_id, "txn")
+    return TransactionalIdSlot(f"{application_id}-{owner}-{slot.number}", slot)

@@ -28,6 +28,20 @@ from kstream_nb.state.store import (
 _TS = struct.Struct(">q")
 
 
+def encode_value(serde: Serde, store: str, value: Any, timestamped: bool) -> bytes:
+    """A stored value's bytes: with ``timestamped``, Kafka's layout (8-byte big-endian timestamp, value)."""
+    if timestamped:
+        return _TS.pack(value.timestamp) + (serde.serialize(store, value.value) or b"")
+    return serde.serialize(store, value) or b""
+
+
+def decode_value(serde: Serde, store: str, data: bytes, timestamped: bool) -> Any:
+    """The value of stored bytes (a ``ValueAndTimestamp`` with ``timestamped``)."""
+    if timestamped:
+        return ValueAndTimestamp(serde.deserialize(store, data[8:]), _TS.unpack_from(data)[0])
+    return serde.deserialize(store, data)
+
+
 class RocksDBKeyValueStore(KeyValueStore):
     """A persistent key-value store; ``use_serdes`` must be called (by the builder) before ``init``."""
 
@@ -80,14 +94,10 @@ class RocksDBKeyValueStore(KeyValueStore):
         return data
 
     def _encode(self, value: Any) -> bytes:
-        if self._timestamped:
-            return _TS.pack(value.timestamp) + (self._value_serde.serialize(self._name, value.value) or b"")
-        return self._value_serde.serialize(self._name, value) or b""
+        return encode_value(self._value_serde, self._name, value, self._timestamped)
 
     def _decode(self, data: bytes) -> Any:
-        if self._timestamped:
-            return ValueAndTimestamp(self._value_serde.deserialize(self._name, data[8:]), _TS.unpack_from(data)[0])
-        return self._value_serde.deserialize(self._name, data)
+        return decode_value(self._value_serde, self._name, data, self._timestamped)
 
     def get(self, key: Any) -> Any:
         data = self._open_db().get(self._key(key))

@@ -20,11 +20,11 @@ from rocksdict import Options, Rdict
 
 from kstream_nb.cluster.serdes import Serde, serde_from
 from kstream_nb.errors import IllegalStateError
+from kstream_nb.state.rocksdb import decode_value, encode_value
 from kstream_nb.state.store import (
     KeyValue,
     StateStore,
     StateStoreContext,
-    ValueAndTimestamp,
     sort_entries,
     task_state_dir,
 )
@@ -243,14 +243,10 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
         return {_META_STREAM_TIME: self.observed_stream_time, _META_SEQ: self.seq}
 
     def _encode(self, value: Any) -> bytes:
-        if self._timestamped:
-            return _TS.pack(value.timestamp) + (self._value_serde.serialize(self._name, value.value) or b"")
-        return self._value_serde.serialize(self._name, value) or b""
+        return encode_value(self._value_serde, self._name, value, self._timestamped)
 
     def _decode(self, data: bytes) -> Any:
-        if self._timestamped:
-            return ValueAndTimestamp(self._value_serde.deserialize(self._name, data[8:]), _TS.unpack_from(data)[0])
-        return self._value_serde.deserialize(self._name, data)
+        return decode_value(self._value_serde, self._name, data, self._timestamped)
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         self._observe(window_start)

@@ -8,24 +8,14 @@ and an instance restarted on its state directory keeps its process id and gets i
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 import kstream_nb as ks
+from tests.tansu_helpers import wait_until
 
 pytestmark = pytest.mark.kafka
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def word_count(source: str) -> ks.Topology:

@@ -7,7 +7,6 @@ in offset order).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -401,14 +400,6 @@ def test_two_instances_share_the_tasks(make_kafka_app, names, kafka_bootstrap) -
     assert len(out) == sum(expected.values())
     final = per_key(out, timestamps=False)
     assert {k: v[1][-1] for k, v in final.items()} == expected
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_seed_order_example_on_a_broker_of_its_own(tmp_path) -> None:
