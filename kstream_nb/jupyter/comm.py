@@ -19,8 +19,8 @@ exactly one reply on the same comm::
 ``ID`` is any string or number chosen by the panel (echoed back; ``null`` when the request had none).
 A request that is not an object, has another ``v``, lacks ``op`` or names an unknown op, has bad
 arguments, or whose handling fails, gets an error reply; nothing is ever raised into the kernel.
-Apps are named by ``key`` (the app's ``process_id``: unique per ``KafkaStreams`` object) because two
-apps of one process may share an ``application_id``.
+Apps are named by ``key`` (``app_key(app)``: unique per ``KafkaStreams`` object) because two apps of
+one process may share an ``application_id``, and a restarted app keeps its predecessor's process id.
 
 ``hello``
     -> ``{"protocol": 1, "version": "<kstream_nb version>", "ops": [...]}``
@@ -193,8 +193,8 @@ class PanelHandler:
             for app in list(_SEEN.values()):
                 found.setdefault(id(app), app)
             for app in found.values():
-                _SEEN[app.process_id] = app
-        return sorted(found.values(), key=lambda a: (a.application_id, a.process_id))
+                _SEEN[app_key(app)] = app
+        return sorted(found.values(), key=lambda a: (a.application_id, app_key(a)))
 
     def _referenced(self) -> Iterable[KafkaStreams]:
         yield from running_apps()
@@ -215,7 +215,7 @@ class PanelHandler:
         if not isinstance(key, str) or not key:
             raise ProtocolError("'app' must be an app key (from list_apps)")
         for app in self.apps():
-            if app.process_id == key:
+            if app_key(app) == key:
                 return app
         raise ProtocolError(f"no app with key {key!r} in this kernel (was it garbage-collected?)")
 
@@ -239,8 +239,8 @@ class PanelHandler:
         new = restarted(app)
         new.start()
         with _SEEN_LOCK:
-            _SEEN[new.process_id] = new
-        return {"app": app_summary(new), "replaced": app.process_id}
+            _SEEN[app_key(new)] = new
+        return {"app": app_summary(new), "replaced": app_key(app)}
 
     def _op_app_detail(self, request: dict[str, Any]) -> dict[str, Any]:
         app = self.find(request)
@@ -313,13 +313,18 @@ class PanelHandler:
 # ---- helpers -----------------------------------------------------------------------------------------------
 
 
+def app_key(app: KafkaStreams) -> str:
+    """The panel's name for one ``KafkaStreams`` object (its application id and object identity)."""
+    return f"{app.application_id}@{id(app):x}"
+
+
 def app_summary(app: KafkaStreams, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of ``list_apps``."""
     m = app.metrics() if metrics is None else metrics
     lag = m.get("lag") or {}
     rate = float(m.get("process-rate") or 0.0)
     return {
-        "key": app.process_id,
+        "key": app_key(app),
         "name": app.application_id,
         "state": app.state.value,
         "records_per_s": rate if math.isfinite(rate) else 0.0,

@@ -154,14 +154,14 @@ class StreamThread(threading.Thread):
         self.standby_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-standby"})
         self.standbys: dict[str, StandbyTask] = {}
         self._suspended: dict[str, StreamTask] = {}
-        self._txn_slot: Any = None
         producer_config: dict[str, Any] = {"client.id": client, **config.client_config}
         if self._transactions:
-            from kstream_nb.cluster.kafka_transactions import acquire_transactional_id
-
-            self._txn_slot = acquire_transactional_id(config.state_dir, config.application_id, config.client_id)
             producer_config.setdefault("transaction.timeout.ms", 10_000)  # Kafka Streams' default under EOS
-            producer_config["transactional.id"] = self._txn_slot.transactional_id
+            # Kafka Streams' exactly_once_v2 id: <application_id>-<process_id>-<thread index>. The process id
+            # is stable across restarts (process_metadata), so a restarted instance fences its zombies and
+            # closes the transactions they left open; instances running at the same time never share one
+            thread_index = name.rsplit("-", 1)[-1]
+            producer_config["transactional.id"] = f"{config.application_id}-{process_id}-{thread_index}"
         elif "delivery.timeout.ms" not in producer_config:
             # at-least-once: librdkafka retries a record until the broker takes it, however long it is away
             # (offsets are committed only after every record is acknowledged, so none is lost)
@@ -446,8 +446,10 @@ class StreamThread(threading.Thread):
                 self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
             self._watch_broker()
             start = time.perf_counter()
-            # while the broker is away, outputs cannot be delivered: process again once it is back
-            for task in list(self.tasks.values()) if self.broker_unreachable_since is None else ():
+            # while the broker is away (or a transaction's commit is still to be retried), outputs cannot be
+            # delivered: process again once it is back
+            waiting = self.broker_unreachable_since is not None or self._committing or self._transaction_corrupted
+            for task in list(self.tasks.values()) if not waiting else ():
                 task.process(budget)
                 task.punctuate()
             if not self._exactly_once:
@@ -652,8 +654,6 @@ class StreamThread(threading.Thread):
                     closer()
                 except Exception:
                     log.exception("closing a client of %s failed", self.name)
-            if self._txn_slot is not None:
-                self._txn_slot.release()
 
     def assignment(self) -> dict[str, list[str]]:
         """Task id -> the partitions it reads (this thread's active tasks)."""

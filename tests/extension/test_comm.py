@@ -16,6 +16,7 @@ from kstream_nb.jupyter.comm import (
     PROTOCOL_VERSION,
     TARGET_NAME,
     PanelHandler,
+    app_key,
     register_comm_target,
     show_bytes,
 )
@@ -100,7 +101,7 @@ def test_list_apps_reports_rate_lag_tasks(app: ks.KafkaStreams) -> None:
     wait_for(lambda: app.metrics()["process-total"] >= 3, what="records processed")
     reply = ask(handler, "list_apps")
     assert reply["ok"]
-    rows = [r for r in reply["apps"] if r["key"] == app.process_id]
+    rows = [r for r in reply["apps"] if r["key"] == app_key(app)]
     assert len(rows) == 1
     row = rows[0]
     assert row["name"] == "wordcount" and row["state"] in ("RUNNING", "REBALANCING")
@@ -117,17 +118,17 @@ def test_stopped_apps_stay_listed_while_referenced(url: str) -> None:
     shell.user_ns["idle_app"] = created
     handler = PanelHandler(shell)
     names = {r["key"]: r["state"] for r in ask(handler, "list_apps")["apps"]}
-    assert names[created.process_id] == "CREATED"
+    assert names[app_key(created)] == "CREATED"
     created.start()
     created.stop(timeout=10)
     del shell.user_ns["idle_app"]  # still alive here (local variable): remembered from the earlier answer
     states = {r["key"]: r["state"] for r in ask(handler, "list_apps")["apps"]}
-    assert states[created.process_id] == "NOT_RUNNING"
+    assert states[app_key(created)] == "NOT_RUNNING"
 
 
 def test_stop_from_the_panel(app: ks.KafkaStreams) -> None:
     handler = PanelHandler(Shell())
-    reply = ask(handler, "stop", app=app.process_id)
+    reply = ask(handler, "stop", app=app_key(app))
     assert reply["ok"] and reply["stopped"] is True and reply["app"]["state"] == "NOT_RUNNING"
     assert app.state is ks.State.NOT_RUNNING
     assert app not in ks.running_apps()
@@ -136,12 +137,12 @@ def test_stop_from_the_panel(app: ks.KafkaStreams) -> None:
 def test_restart_runs_same_topology_and_config(app: ks.KafkaStreams, url: str) -> None:
     handler = PanelHandler(Shell())
     wait_for(lambda: app.metrics()["process-total"] >= 3, what="records processed")
-    reply = ask(handler, "restart", app=app.process_id)
+    reply = ask(handler, "restart", app=app_key(app))
     assert reply["ok"], reply
-    assert reply["replaced"] == app.process_id and app.state is ks.State.NOT_RUNNING
+    assert reply["replaced"] == app_key(app) and app.state is ks.State.NOT_RUNNING
     new_key = reply["app"]["key"]
-    assert new_key != app.process_id and reply["app"]["name"] == "wordcount"
-    (new,) = [a for a in ks.running_apps() if a.process_id == new_key]
+    assert new_key != app_key(app) and reply["app"]["name"] == "wordcount"
+    (new,) = [a for a in ks.running_apps() if app_key(a) == new_key]
     try:
         assert new.topology is app.topology
         assert new.config.num_stream_threads == 2 and new.config.commit_interval_ms == 50
@@ -155,7 +156,7 @@ def test_restart_runs_same_topology_and_config(app: ks.KafkaStreams, url: str) -
 
         wait_for(count_a, what="restarted app counts the new record")
         keys = {r["key"] for r in ask(handler, "list_apps")["apps"]}
-        assert {app.process_id, new_key} <= keys
+        assert {app_key(app), new_key} <= keys
     finally:
         new.stop(timeout=10)
 
@@ -164,7 +165,7 @@ def test_app_detail_has_topology_and_assignment(app: ks.KafkaStreams) -> None:
     handler = PanelHandler(Shell())
     app.wait_until_running()
     wait_for(lambda: sum(len(t) for t in app.assignment().values()) == 4, what="tasks assigned")
-    reply = ask(handler, "app_detail", app=app.process_id)
+    reply = ask(handler, "app_detail", app=app_key(app))
     assert reply["ok"], reply
     assert [s["id"] for s in reply["topology"]["subtopologies"]] == [0, 1]
     tasks = {task for thread in reply["assignment"].values() for task in thread}
@@ -176,7 +177,7 @@ def test_app_detail_has_topology_and_assignment(app: ks.KafkaStreams) -> None:
 def test_topics_and_tail(app: ks.KafkaStreams, url: str) -> None:
     handler = PanelHandler(Shell())
     wait_for(lambda: app.metrics()["process-total"] >= 3, what="records processed")
-    reply = ask(handler, "topics", app=app.process_id)
+    reply = ask(handler, "topics", app=app_key(app))
     assert reply["ok"] and reply["bootstrap"] == url
     by_name = {t["name"]: t for t in reply["topics"]}
     assert by_name["words"]["partitions"] == 2 and by_name["words"]["records"] == 3
