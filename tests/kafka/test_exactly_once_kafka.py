@@ -144,8 +144,9 @@ def run_with_kills(
         a.wait_running(1)
         b.wait_running(1)
         for k in range(KILLS):
-            time.sleep(rng.uniform(0.5, 3.0))
-            done, total = progress(admin, app_id, [source])
+            time.sleep(rng.uniform(0.2, 2.0))
+            # both sub-topologies: the split reads the sentences fast, the counting follows behind
+            done, total = progress(admin, app_id, [source, repartition])
             kill_progress.append(f"{done}/{total}")
             a.kill()
             a.start()
