@@ -18,10 +18,10 @@ from typing import Any
 from kstream_nb.cluster.records import Headers
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import (
+    DelegatingStoreContext,
     KeyOrder,
     KeyValue,
     KeyValueStore,
-    RestoreCallback,
     StateStore,
     StateStoreContext,
     ValueAndTimestamp,
@@ -234,7 +234,7 @@ class NamedCache:
         return f"NamedCache({self.name!r}, entries={len(self.lru)}, dirty={len(self.dirty)})"
 
 
-class _CacheFlushContext:
+class _CacheFlushContext(DelegatingStoreContext):
     """The context the layers below the cache see: while an entry is flushed, its timestamp is the current one.
 
     So the changelog record of a flushed write carries the timestamp of the update that made it (Kafka sets
@@ -242,31 +242,13 @@ class _CacheFlushContext:
     """
 
     def __init__(self, context: StateStoreContext, store: CachingKeyValueStore) -> None:
-        self._context = context
+        super().__init__(context)
         self._store = store
-        self.application_id = context.application_id
-        self.task_id = context.task_id
-        self.partition = context.partition
-        self.state_dir = context.state_dir
-
-    def changelog_topic(self, store_name: str) -> str:
-        return self._context.changelog_topic(store_name)
-
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        self._context.log_change(topic, partition, key, value, timestamp)
-
-    def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
-        self._context.register(store, restore, changelog_topic)
 
     @property
     def timestamp(self) -> int:
         flushed = self._store._flush_timestamp
         return self._context.timestamp if flushed is None else flushed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._context, name)
 
 
 class CachingKeyValueStore(WrappedKeyValueStore):

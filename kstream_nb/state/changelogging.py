@@ -9,6 +9,7 @@ from typing import Any
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import (
+    DelegatingStoreContext,
     KeyValue,
     KeyValueStore,
     RestoreCallback,
@@ -19,7 +20,7 @@ from kstream_nb.state.store import (
 )
 
 
-class _ChangelogRegistration:
+class ChangelogRegistration(DelegatingStoreContext):
     """A context seen by the layers below change-logging: their registration carries the changelog.
 
     The innermost store registers the stack (as in Kafka Streams); this swaps in the change-logging
@@ -27,28 +28,12 @@ class _ChangelogRegistration:
     """
 
     def __init__(self, context: StateStoreContext, restore: RestoreCallback, topic: str) -> None:
-        self._context = context
+        super().__init__(context)
         self._restore = restore
         self._topic = topic
-        self.application_id = context.application_id
-        self.task_id = context.task_id
-        self.partition = context.partition
-        self.state_dir = context.state_dir
-
-    def changelog_topic(self, store_name: str) -> str:
-        return self._context.changelog_topic(store_name)
-
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        self._context.log_change(topic, partition, key, value, timestamp)
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
         self._context.register(store, self._restore, self._topic)
-
-    @property
-    def timestamp(self) -> int:
-        return self._context.timestamp
 
 
 class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
@@ -78,7 +63,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._topic = context.changelog_topic(self.name)
         self._context = context
-        registration = _ChangelogRegistration(context, self.restore, self._topic)
+        registration = ChangelogRegistration(context, self.restore, self._topic)
         self.inner.init(registration, root if root is not None else self)
 
     def restore(self, batch: list[tuple[Any, ...]]) -> None:

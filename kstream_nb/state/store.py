@@ -65,6 +65,36 @@ class StateStoreContext(Protocol):
         ...
 
 
+class DelegatingStoreContext:
+    """A ``StateStoreContext`` that passes everything to the task's; store layers override what they change
+    for the layers below them (the changelog registration, the timestamp of a cache flush)."""
+
+    def __init__(self, context: StateStoreContext) -> None:
+        self._context = context
+        self.application_id = context.application_id
+        self.task_id = context.task_id
+        self.partition = context.partition
+        self.state_dir = context.state_dir
+
+    def changelog_topic(self, store_name: str) -> str:
+        return self._context.changelog_topic(store_name)
+
+    def log_change(
+        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
+    ) -> None:
+        self._context.log_change(topic, partition, key, value, timestamp)
+
+    def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
+        self._context.register(store, restore, changelog_topic)
+
+    @property
+    def timestamp(self) -> int:
+        return self._context.timestamp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
 def task_state_dir(state_dir: str, application_id: str, task_id: str) -> Path:
     """Where a task keeps its persistent stores and its checkpoint file."""
     return Path(state_dir) / application_id / task_id

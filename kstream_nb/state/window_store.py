@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
-from kstream_nb.state.changelogging import _ChangelogRegistration
+from kstream_nb.state.changelogging import ChangelogRegistration
 from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
@@ -314,7 +314,7 @@ class ChangeLoggingWindowStore:
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
-        self.inner.init(_ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
+        self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         self.inner.put(key, value, window_start)
@@ -361,7 +361,7 @@ class ChangeLoggingSessionStore:
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
-        self.inner.init(_ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
+        self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
         self.inner.put(key, start, end, value)
