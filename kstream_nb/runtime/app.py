@@ -444,8 +444,10 @@ class KafkaStreams:
             task.commit_requested = True
         if cached:
             return False
-        # a source topic missing at the last rebalance that exists now: its tasks come with the next one
-        # (a Kafka group notices new topics at its next metadata refresh)
+        # a source topic missing at the last rebalance that exists now, or an internal topic created at it:
+        # their tasks come with the next one (a Kafka group notices new topics at its next metadata refresh)
+        if any(th.pending_tasks for th in list(self._threads)):
+            return False
         missing = {t for th in list(self._threads) for t in th.missing_topics}
         return not any(self.admin.partition_count(t) is not None for t in missing)
 

@@ -179,6 +179,7 @@ class StreamsPartitionAssignor:
             self.ensure_internal_topics(counts)
             subs = {s.id: s for s in self.topology.subtopologies()}
             mine = []
+            pending: list[str] = []
             for task in self.tasks(counts):
                 got = tuple(tp for tp in task.partitions if tp in partitions)
                 if not got:
@@ -186,6 +187,7 @@ class StreamsPartitionAssignor:
                 if any(tp.topic not in partition_counts for tp in task.partitions):
                     # an internal topic created just now: the group assigns it at the rebalance that
                     # follows (when the consumer's metadata sees it); the task starts then, whole
+                    pending.append(task.task_id)
                     continue
                 if len(got) < len(task.partitions) and subs[task.subtopology].stores:
                     listed = ", ".join(
@@ -206,6 +208,7 @@ class StreamsPartitionAssignor:
             userdata = {
                 "active": {t.task_id: list(t.partitions) for t in mine},
                 "missing_topics": list(self.missing_topics),
+                "pending_tasks": pending,
                 "all": {t.task_id: (*me, []) for t in mine},
                 # the whole group's tasks: members place standby tasks themselves (runtime/group_members.py)
                 "layout": {t.task_id: (t.partition, per_sub[t.subtopology]) for t in tasks},

@@ -182,6 +182,7 @@ class StreamThread(threading.Thread):
         self._transaction_corrupted = False
         self._broker_checked = 0.0
         self.missing_topics: list[str] = []
+        self.pending_tasks: list[str] = []
         self.group_view: dict[str, Any] = {}
         self.restored_records = 0
         self.restore_progress: dict[str, tuple[int, int]] = {}
@@ -241,6 +242,8 @@ class StreamThread(threading.Thread):
         self._set_state("PARTITIONS_ASSIGNED")
         userdata = userdata or {}
         self.missing_topics = list(userdata.get("missing_topics", []))
+        #: tasks whose (new) internal topics the group has not assigned yet: they come at the next rebalance
+        self.pending_tasks = list(userdata.get("pending_tasks", []))
         self.group_view = dict(userdata.get("all", {}))
         subs = {s.id: s for s in self.topology.subtopologies()}
         active = userdata.get("active", {})
