@@ -221,6 +221,10 @@ class Consumer(ABC):
     @abstractmethod
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]: ...
 
+    def take_broker_error(self) -> str | None:
+        """The last "broker away" error seen since the previous call (the client reconnects by itself)."""
+        return None
+
     @property
     def member_id(self) -> str | None:
         """The id the group gave this member (None when not in a group or not known)."""
@@ -244,6 +248,10 @@ class Cluster(ABC):
     #: the group leader runs the streams assignor (embedded cluster); False: each member derives its tasks
     #: from librdkafka's range assignment and members share what they hold on a topic (Kafka)
     runs_group_assignor: bool = True
+
+    def reachable(self, timeout: float = 2.0) -> bool:
+        """Whether the cluster answers now (an embedded cluster always does)."""
+        return True
 
     @abstractmethod
     def admin(self) -> Admin: ...

@@ -112,8 +112,7 @@ class KafkaConsumer(Consumer):
     def __init__(self, cluster: KafkaCluster, group_id: str | None, config: Mapping[str, Any]) -> None:
         self.cluster = cluster
         self.group_id = group_id
-        #: the last "broker away" error seen by ``poll`` (librdkafka reconnects by itself); the reader clears it
-        self.broker_error: str | None = None
+        self._broker_error: str | None = None
         conf = dict(config)
         if str(conf.get("group.protocol", "classic")).lower() != "classic":
             raise StreamsError(
@@ -254,6 +253,10 @@ class KafkaConsumer(Consumer):
         finally:
             self._lost = False
 
+    def take_broker_error(self) -> str | None:
+        error, self._broker_error = self._broker_error, None
+        return error
+
     @property
     def member_id(self) -> str | None:
         if not self._subscribed or self._closed:
@@ -374,7 +377,7 @@ class KafkaConsumer(Consumer):
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.code() in BROKER_UNAVAILABLE_ERRORS:
-            self.broker_error = err.str()
+            self._broker_error = err.str()
         else:
             log.warning("%s: %s", self, err.str())
 
@@ -386,7 +389,7 @@ class KafkaConsumer(Consumer):
             log.debug("%s: %s", self, err.str())
             return
         if code in BROKER_UNAVAILABLE_ERRORS:
-            self.broker_error = err.str()  # the stream thread reports the broker unreachable
+            self._broker_error = err.str()  # the stream thread reports the broker unreachable
         if code == KafkaError._AUTO_OFFSET_RESET:
             where = f"{msg.topic()}-{msg.partition()}" if msg.topic() else "a partition"
             raise StreamsError(

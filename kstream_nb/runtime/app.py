@@ -177,7 +177,7 @@ class KafkaStreams:
                     f"start() can only be called once, on a CREATED app (state is {self._state.value}); "
                     "create a new KafkaStreams to run again"
                 )
-            if not self._broker_reachable(1.0):
+            if not self.cluster.reachable(1.0):
                 # the broker is down or not up yet: retry with backoff instead of failing; state REBALANCING
                 self.status = "waiting for broker"
                 log.warning("%s: %s unreachable, retrying", self.application_id, self.config.bootstrap_servers)
@@ -191,16 +191,12 @@ class KafkaStreams:
             self._launch()
         return self
 
-    def _broker_reachable(self, timeout: float) -> bool:
-        reachable = getattr(self.cluster, "reachable", None)
-        return True if reachable is None else bool(reachable(timeout))
-
     def _wait_for_broker(self) -> None:
         """Retries the connection with exponential backoff (0.2 s doubling to 5 s), then starts the threads."""
         backoff = 0.2
         while not self._stopping.wait(backoff):
             self.broker_retries += 1
-            if self._broker_reachable(1.0):
+            if self.cluster.reachable(1.0):
                 break
             backoff = min(backoff * 2, 5.0)
         with self._lock:

@@ -554,15 +554,13 @@ class StreamThread(threading.Thread):
 
     def _watch_broker(self) -> None:
         """Notes the consumer's "broker away" errors; while away, asks the broker once a second."""
-        error = getattr(self.consumer, "broker_error", None)
+        error = self.consumer.take_broker_error()
         if error is not None:
-            self.consumer.broker_error = None  # type: ignore[attr-defined]
             self._broker_lost(error)
         if self.broker_unreachable_since is None or time.monotonic() - self._broker_checked < 1.0:
             return
         self._broker_checked = time.monotonic()
-        reachable = getattr(self.cluster, "reachable", None)
-        if reachable is None or reachable(0.5):
+        if self.cluster.reachable(0.5):
             self._broker_back()
 
     def _skip_transaction_markers(self) -> None:

@@ -296,15 +296,14 @@ class InMemorySessionStore(SessionStore):
         self._by_end, self._ends = {}, []
 
 
-class ChangeLoggingWindowStore:
-    """Logs each window put to the changelog: key = key bytes + 8-byte window start (+ 4-byte sequence)."""
+class _ChangeLoggingLayer:
+    """What the window and session change-logging layers share: the wrapped store, serdes, changelog topic,
+    and restoring (RocksDB stores take the changelog bytes as they are: the same key layout)."""
 
-    def __init__(self, inner: WindowStore, key_serde: Serde, value_serde: Serde, timestamped: bool = True) -> None:
+    def __init__(self, inner: Any, key_serde: Serde, value_serde: Serde) -> None:
         self.inner = inner
         self.key_serde = key_serde
         self.value_serde = value_serde
-        #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
-        self.timestamped = timestamped
         self._topic = ""
         self._context: StateStoreContext | None = None
 
@@ -314,7 +313,26 @@ class ChangeLoggingWindowStore:
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
-        self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
+        self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)
+
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        restore_raw = getattr(self.inner, "restore_raw", None)
+        if restore_raw is not None:
+            restore_raw(batch)
+        else:
+            self._restore_decoded(batch)
+
+    def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
+        raise NotImplementedError
+
+
+class ChangeLoggingWindowStore(_ChangeLoggingLayer):
+    """Logs each window put to the changelog: key = key bytes + 8-byte window start (+ 4-byte sequence)."""
+
+    def __init__(self, inner: WindowStore, key_serde: Serde, value_serde: Serde, timestamped: bool = True) -> None:
+        super().__init__(inner, key_serde, value_serde)
+        #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
+        self.timestamped = timestamped
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         self.inner.put(key, value, window_start)
@@ -328,11 +346,7 @@ class ChangeLoggingWindowStore:
         value_bytes = self.value_serde.serialize(self._topic, value)
         ctx.log_change(self._topic, ctx.partition, key_bytes, value_bytes, timestamp)
 
-    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
-        restore_raw = getattr(self.inner, "restore_raw", None)
-        if restore_raw is not None:  # RocksDB: the changelog key is already the store's key layout
-            restore_raw(batch)
-            return
+    def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
         cut = 12 if self.inner.retain_duplicates else 8
         for key_bytes, value_bytes, *rest in batch:
             if key_bytes is None:
@@ -345,23 +359,8 @@ class ChangeLoggingWindowStore:
             self.inner.put(key, value, start)
 
 
-class ChangeLoggingSessionStore:
+class ChangeLoggingSessionStore(_ChangeLoggingLayer):
     """Logs each session put/remove: key = key bytes + 8-byte end + 8-byte start (Kafka's session schema)."""
-
-    def __init__(self, inner: SessionStore, key_serde: Serde, value_serde: Serde) -> None:
-        self.inner = inner
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        self._topic = ""
-        self._context: StateStoreContext | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self._context = context
-        self._topic = context.changelog_topic(self.inner.name)
-        self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)  # type: ignore[arg-type]
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
         self.inner.put(key, start, end, value)
@@ -374,11 +373,7 @@ class ChangeLoggingSessionStore:
     def remove(self, key: Any, start: int, end: int) -> None:
         self.put(key, start, end, None)
 
-    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
-        restore_raw = getattr(self.inner, "restore_raw", None)
-        if restore_raw is not None:  # RocksDB: the changelog key is already the store's key layout
-            restore_raw(batch)
-            return
+    def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
         for key_bytes, value_bytes, *_ in batch:
             if key_bytes is None:
                 continue
