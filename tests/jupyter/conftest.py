@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,19 +13,9 @@ from IPython.core.interactiveshell import InteractiveShell
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.jupyter import live_refreshers, stop_all
+from tests.helpers import wait_for
 
 SEED_RECORDS = [("Jack", 1), ("Lily", 2), ("Mike", 4), ("Jack", 3), ("Lily", 5)]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

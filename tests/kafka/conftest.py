@@ -7,16 +7,11 @@ Tests share the broker, so each uses its own topic names and application ids (``
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the repository root: tests.tansu_helpers
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import kstream_nb as ks
 from kstream_nb.cluster.kafka import close_clusters

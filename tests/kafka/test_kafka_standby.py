@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 import kstream_nb as ks
-from tests.tansu_helpers import wait_until
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -62,7 +62,7 @@ def test_standbys_keep_the_other_instance_warm_and_take_over(make_kafka_app, nam
             and counts(first, second) == dict(Counter(w for s in sentences for w in s.split()))
         )
 
-    wait_until(settled, 90, "4 active tasks each, standbys of the other's stateful tasks, everything counted")
+    wait_for(settled, 90, "4 active tasks each, standbys of the other's stateful tasks, everything counted")
 
     def view_complete() -> bool:  # each member's record on the board arrives within a heartbeat or two
         expected = {}
@@ -72,21 +72,21 @@ def test_standbys_keep_the_other_instance_warm_and_take_over(make_kafka_app, nam
         view = first.group_assignment()
         return {tid: (info["instance"], info["standby"]) for tid, info in view.items()} == expected
 
-    wait_until(view_complete, 15, "the all-instances view with active and standby instances")
+    wait_for(view_complete, 15, "the all-instances view with active and standby instances")
     changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
     moved = changelog[changelog["partition"].isin([int(t[2:]) for t in tasks(second) & stateful])]
-    wait_until(lambda: first.metrics()["standby-records-applied"] >= len(moved), 30, "the standbys to catch up")
+    wait_for(lambda: first.metrics()["standby-records-applied"] >= len(moved), 30, "the standbys to catch up")
     restored_before = first.metrics()["restored-records-total"]
 
     assert second.stop(30) is True  # leaves the group: its tasks move to the warm standbys
-    wait_until(lambda: len(tasks(first)) == 8 and first.state is ks.State.RUNNING, 60, "the failover")
+    wait_for(lambda: len(tasks(first)) == 8 and first.state is ks.State.RUNNING, 60, "the failover")
     assert standbys(first) == set()  # no other instance left to keep copies on
     restored = first.metrics()["restored-records-total"] - restored_before
     assert restored < len(moved) / 4, f"failover restored {restored} of {len(moved)} changelog records"
     more = [f"w{i % 40} x{i % 3}" for i in range(100)]
     ks.produce(source, more, bootstrap_servers=kafka_bootstrap, partitions=4)
     expected = dict(Counter(w for s in sentences + more for w in s.split()))
-    wait_until(lambda: counts(first) == expected, 60, "the survivor to count everything")
+    wait_for(lambda: counts(first) == expected, 60, "the survivor to count everything")
 
 
 def test_a_restarted_instance_gets_its_tasks_back(make_kafka_app, names, kafka_bootstrap, tmp_path):
@@ -98,15 +98,15 @@ def test_a_restarted_instance_gets_its_tasks_back(make_kafka_app, names, kafka_b
                             default_dsl_store="rocksdb")  # fmt: skip
     first.start().wait_until_running(60)
     second.start()
-    wait_until(lambda: len(tasks(first)) == 4 and len(tasks(second)) == 4, 60, "4 tasks each")
+    wait_for(lambda: len(tasks(first)) == 4 and len(tasks(second)) == 4, 60, "4 tasks each")
     before, process_id = tasks(second), second.process_id
     second.wait_until_idle(60)
     assert second.stop(30) is True
-    wait_until(lambda: len(tasks(first)) == 8, 60, "the survivor to take every task")
+    wait_for(lambda: len(tasks(first)) == 8, 60, "the survivor to take every task")
 
     again = make_kafka_app(word_count(source), application_id=app_id, state_dir=str(tmp_path / "b"),
                            default_dsl_store="rocksdb")  # fmt: skip
     assert again.process_id == process_id  # kept in the state directory
     again.start()
-    wait_until(lambda: len(tasks(first)) == 4 and len(tasks(again)) == 4, 60, "4 tasks each again")
+    wait_for(lambda: len(tasks(first)) == 4 and len(tasks(again)) == 4, 60, "4 tasks each again")
     assert tasks(again) == before

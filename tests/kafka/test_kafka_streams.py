@@ -23,7 +23,8 @@ from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu, wait_until
+from tests.helpers import wait_for
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
 
 pytestmark = pytest.mark.kafka
 
@@ -374,7 +375,7 @@ def test_two_instances_share_the_tasks(make_kafka_app, names, kafka_bootstrap) -
             and len(tasks(second)) == 4
         )
 
-    wait_until(split, 60, "both instances running with 4 tasks each")
+    wait_for(split, 60, "both instances running with 4 tasks each")
     mine, theirs = tasks(first), tasks(second)
     assert not mine & theirs
     assert mine | theirs == {f"{s}_{p}" for s in (0, 1) for p in range(4)}
@@ -388,7 +389,7 @@ def test_two_instances_share_the_tasks(make_kafka_app, names, kafka_bootstrap) -
     ks.produce(source, [(f"t{i}", s) for i, s in enumerate(sentences[60:])], bootstrap_servers=kafka_bootstrap,
                partitions=4)  # fmt: skip
     expected = expected_word_counts(sentences)
-    wait_until(
+    wait_for(
         lambda: first.wait_until_idle(60) and second.wait_until_idle(60) and {
             **dict(store_rows(first, "counts")), **dict(store_rows(second, "counts"))
         } == expected,
@@ -455,7 +456,7 @@ def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kaf
            foreign_key_extractor=lambda v: v["customer"]).to_stream().to(out)  # fmt: skip
     app_id = names("fk-late")
     app = make_kafka_app(b.build(), application_id=app_id).start()
-    wait_until(lambda: app.state is ks.State.RUNNING, 60, "the app to run without its left topic")
+    wait_for(lambda: app.state is ks.State.RUNNING, 60, "the app to run without its left topic")
     orders = [(f"o{i}", {"customer": f"c{i % 4}", "qty": i}) for i in range(12)]
     ks.produce(orders_topic, orders, bootstrap_servers=kafka_bootstrap, partitions=3)
     expected = {k: {**v, "name": f"n{int(v['customer'][1:])}"} for k, v in orders}
@@ -467,6 +468,6 @@ def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kaf
             assert app.state is not ks.State.ERROR, app.error
             return False
 
-    wait_until(joined, 60, "the join of every order")
+    wait_for(joined, 60, "the join of every order")
     admin = connect(kafka_bootstrap).admin()
     assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-0000000006-subscription-response-topic") == 3

@@ -6,10 +6,11 @@ import threading
 import time
 
 import pytest
-from runtime_helpers import expected_counts, store_dict, wait_for, word_count_topology
+from runtime_helpers import expected_counts, store_dict, word_count_topology
 
 import kstream_nb as ks
 from kstream_nb.errors import IllegalStateError, InvalidStateStoreError
+from tests.helpers import wait_for
 
 
 def _app_threads(before: set[threading.Thread]) -> list[threading.Thread]:

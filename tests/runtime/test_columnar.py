@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from runtime_helpers import wait_for
 
 import kstream_nb as ks
+from tests.helpers import wait_for
 
 
 def _orders(n: int, seed: int) -> pd.DataFrame:

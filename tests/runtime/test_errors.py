@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from runtime_helpers import wait_for
 
 import kstream_nb as ks
 from kstream_nb.errors import StreamsError
+from tests.helpers import wait_for
 
 
 def _wait_for_error(app: ks.KafkaStreams, timeout: float = 10.0) -> BaseException:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from runtime_helpers import wait_for
-
 import kstream_nb as ks
+from tests.helpers import wait_for
 
 
 def _pass_through() -> ks.Topology:

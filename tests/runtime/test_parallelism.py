@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from runtime_helpers import expected_counts, latest_per_key, store_dict, wait_for, word_count_topology
+from runtime_helpers import expected_counts, latest_per_key, store_dict, word_count_topology
 
 import kstream_nb as ks
+from tests.helpers import wait_for
 
 WORDS = [f"w{i}" for i in range(40)]
 

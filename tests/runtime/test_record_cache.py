@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from runtime_helpers import wait_for, word_count_topology
+from runtime_helpers import word_count_topology
 
 import kstream_nb as ks
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
+from tests.helpers import wait_for
 
 SENTENCES = ["a b a", "b c"]
 EVERY_UPDATE = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 1)]

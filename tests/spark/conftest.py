@@ -7,16 +7,11 @@ fixture that needs it FAILS with a message that says what to install (it never s
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-if str(Path(__file__).resolve().parents[2]) not in sys.path:  # the repository root: tests.tansu_helpers
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kstream_nb.cluster.kafka import close_clusters
 from kstream_nb.cluster.memory import reset_cluster

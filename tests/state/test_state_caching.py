@@ -224,7 +224,6 @@ def test_an_uninitialized_cached_store_refuses_writes() -> None:
 
 
 def test_a_persistent_backend_merges_in_serialized_key_order(make_context: Any, tmp_path: Any) -> None:
-    pytest.importorskip("rocksdict")
     context = make_context(state_dir=str(tmp_path))
     store = (
         Stores.key_value_store_builder(Stores.persistent_key_value_store("p"))

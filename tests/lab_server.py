@@ -1,10 +1,12 @@
-"""A JupyterLab server on loopback for the extension's browser tests, and headless Debian Chromium.
+"""A JupyterLab server on loopback for the browser tests (widgets, extension), and headless Debian Chromium.
 
 Everything the server writes lives in a temp dir (root dir, kernelspec running this Python, config,
-runtime, IPython, settings with the news/update toasts off). The kstream-nb extension comes from the
-wheel installed under a prefix (``JUPYTER_PATH``), exactly as ``pip install`` lays it out; without that
-prefix the same server runs without the extension. Chromium is Debian's ``/usr/bin/chromium``
-(``bash scripts/install_browser.sh``); Playwright never downloads one.
+runtime, IPython, settings with the news/update toasts off). The kstream-nb extension, when wanted, comes
+from the wheel installed under a prefix (``JUPYTER_PATH``), exactly as ``pip install`` lays it out;
+without that prefix the same server runs without the extension. The server is stopped whatever the test
+does: ``POST /api/shutdown`` (which also shuts its kernels down), then SIGTERM/SIGKILL of its process
+group, then SIGKILL of any kernel still running from its private runtime dir. Chromium is Debian's
+``/usr/bin/chromium`` (``bash scripts/install_browser.sh``); Playwright never downloads one.
 """
 
 from __future__ import annotations
@@ -66,13 +68,13 @@ def free_port() -> int:
         return port
 
 
-def write_notebook(path: Path, cells: list[str]) -> None:
+def write_notebook(path: Path, cells: list[str], kernel_name: str = KERNEL_NAME) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
     nb.metadata["kernelspec"] = {
-        "name": KERNEL_NAME,
+        "name": kernel_name,
         "display_name": "kstream_nb (extension test)",
         "language": "python",
     }
@@ -80,14 +82,24 @@ def write_notebook(path: Path, cells: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def run_lab(base: Path, share_jupyter: Path | None, notebooks: dict[str, list[str]]) -> Iterator[Lab]:
-    """A JupyterLab on 127.0.0.1 with ``notebooks`` in its root; the extension iff ``share_jupyter``."""
+def run_lab(
+    base: Path,
+    share_jupyter: Path | None,
+    notebooks: dict[str, list[str]],
+    *,
+    kernel_name: str = KERNEL_NAME,
+    log: Path | None = None,
+) -> Iterator[Lab]:
+    """A JupyterLab on 127.0.0.1 with ``notebooks`` in its root; the extension iff ``share_jupyter``.
+
+    ``kernel_name`` is the kernelspec (running this Python) the notebooks name; the server logs to ``log``.
+    """
     dirs = {d: base / d for d in ("root", "data", "config", "runtime", "settings", "user", "ws", "ipython")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     for name, cells in notebooks.items():
-        write_notebook(dirs["root"] / name, cells)
-    kernel_dir = dirs["data"] / "kernels" / KERNEL_NAME
+        write_notebook(dirs["root"] / name, cells, kernel_name)
+    kernel_dir = dirs["data"] / "kernels" / kernel_name
     kernel_dir.mkdir(parents=True, exist_ok=True)
     (kernel_dir / "kernel.json").write_text(
         json.dumps(
@@ -127,7 +139,7 @@ def run_lab(base: Path, share_jupyter: Path | None, notebooks: dict[str, list[st
         f"--LabApp.user_settings_dir={dirs['user']}",
         f"--LabApp.workspaces_dir={dirs['ws']}",
     ]
-    log = base / "jupyterlab.log"
+    log = log or base / "jupyterlab.log"
     with log.open("w") as log_file:
         proc = subprocess.Popen(
             command, cwd=dirs["root"], env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
