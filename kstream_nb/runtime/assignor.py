@@ -184,9 +184,13 @@ class StreamsPartitionAssignor:
                 got = tuple(tp for tp in task.partitions if tp in partitions)
                 if not got:
                     continue
-                if any(tp.topic not in partition_counts for tp in task.partitions):
-                    # an internal topic created just now: the group assigns it at the rebalance that
-                    # follows (when the consumer's metadata sees it); the task starts then, whole
+                sizes = {counts[tp.topic] for tp in task.partitions}
+                if any(tp.topic not in partition_counts for tp in task.partitions) or (
+                    len(got) < len(task.partitions) and len(sizes) == 1
+                ):
+                    # an internal topic created just now, or one that another member's metadata did not
+                    # list yet when it joined (librdkafka subscribes to the topics its metadata knows):
+                    # the group assigns it whole at the rebalance that follows; the task starts then
                     pending.append(task.task_id)
                     continue
                 if len(got) < len(task.partitions) and subs[task.subtopology].stores:
