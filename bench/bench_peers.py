@@ -750,8 +750,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per run")
     parser.add_argument("--stall", type=float, default=15, help="give up after this long without new output")
     parser.add_argument("--ks-store", default="in_memory", choices=("in_memory", "rocksdb"))
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=CONSUMER_CONFIG["session.timeout.ms"],
+        help="consumer session timeout for every engine; tansu takes about half of it to join a group "
+        "(a broker quirk: Kafka waits group.initial.rebalance.delay.ms); 2000 gives ~1 s joins",
+    )
     parser.add_argument("--logs", default=None, help="directory for broker/runner logs (default: a temp dir)")
     args = parser.parse_args(argv)
+    CONSUMER_CONFIG["session.timeout.ms"] = args.session_timeout_ms
     engines = [e for e in args.engines.split(",") if e]
     workloads = [w for w in args.workloads.split(",") if w]
     log_dir = Path(args.logs or tempfile.mkdtemp(prefix="bench-peers-"))
@@ -830,6 +838,7 @@ def main(argv: list[str] | None = None) -> int:
         print(compare_word_counts(results, data, args.seed))
     print(
         f"scale {args.scale}: {data.n_events:,} events, {data.n_sentences:,} sentences; {PARTITIONS} partitions; "
+        f"session.timeout.ms {args.session_timeout_ms}; "
         f"whole run {time.monotonic() - t_all:.0f} s; logs in {log_dir}"
     )
     return 0

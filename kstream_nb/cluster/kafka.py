@@ -63,6 +63,9 @@ from kstream_nb.errors import (
 
 log = logging.getLogger("kstream_nb.kafka")
 
+#: librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks the partition
+_UNASSIGNED = -1
+
 #: Settings librdkafka only knows for consumers (prefixes end with a dot).
 CONSUMER_ONLY = (
     "group.",
@@ -529,40 +532,6 @@ class KafkaProducer(Producer):
             error, self._error = self._error, None
             raise StreamsError(error)
 
-    def _produce(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int | None,
-        headers: Headers,
-        partition: int | None,
-    ) -> None:
-        if self.transactional and not self._in_transaction:
-            self.begin_transaction()
-        produce = self._producer.produce
-        kwargs: dict[str, Any] = {}
-        if timestamp is not None:
-            kwargs["timestamp"] = int(timestamp)
-        if headers:
-            kwargs["headers"] = list(headers)
-        if partition is not None:
-            kwargs["partition"] = int(partition)
-        while True:
-            try:
-                produce(topic, value, key, **kwargs)
-                break
-            except BufferError:
-                # the local queue is full: let librdkafka deliver some, then try again
-                self._producer.poll(0.05)
-                self._check()
-            except KafkaException as e:
-                raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
-        self._unsent += 1
-        if self._unsent >= self._POLL_EVERY:
-            self._unsent = 0
-            self._producer.poll(0)
-
     def send(
         self,
         topic: str,
@@ -572,25 +541,42 @@ class KafkaProducer(Producer):
         headers: Headers = (),
         partition: int | None = None,
     ) -> RecordMetadata | None:
-        self._check()
-        self._produce(
-            topic, _as_bytes(topic, "key", key), _as_bytes(topic, "value", value), timestamp, headers, partition
-        )
+        self.send_batch(topic, [(key, value, timestamp, headers, partition)])
         return None
 
     def send_batch(
         self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
     ) -> None:
         self._check()
+        if self.transactional and not self._in_transaction:
+            self.begin_transaction()
+        produce = self._producer.produce
+        unsent = self._unsent
         for key, value, timestamp, headers, partition in records:
-            self._produce(
-                topic,
-                _as_bytes(topic, "key", key),
-                _as_bytes(topic, "value", value),
-                timestamp,
-                headers,
-                partition,
-            )
+            if key is not None and key.__class__ is not bytes:
+                key = _as_bytes(topic, "key", key)
+            if value is not None and value.__class__ is not bytes:
+                value = _as_bytes(topic, "value", value)
+            part = _UNASSIGNED if partition is None else int(partition)
+            ts = 0 if timestamp is None else int(timestamp)  # 0: librdkafka stamps the current time
+            hdrs: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
+            while True:
+                try:
+                    # positional (topic, value, key, partition, callback, on_delivery, timestamp, headers):
+                    # confluent-kafka parses keywords twice as slowly
+                    produce(topic, value, key, part, None, None, ts, hdrs)
+                    break
+                except BufferError:
+                    # the local queue is full: let librdkafka deliver some, then try again
+                    self._producer.poll(0.05)
+                    self._check()
+                except KafkaException as e:
+                    raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
+            unsent += 1
+            if unsent >= self._POLL_EVERY:
+                unsent = 0
+                self._producer.poll(0)
+        self._unsent = unsent
 
     def in_flight(self) -> int:
         """Records handed to the producer and not yet acknowledged by the broker."""
