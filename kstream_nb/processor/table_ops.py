@@ -7,7 +7,7 @@ from typing import Any
 
 from kstream_nb.cluster.records import Headers
 from kstream_nb.processor.api import Change, Processor, ProcessorContext, Record, ValueAndTimestamp
-from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.node import Entry, Fail, NodeContext
 from kstream_nb.state.caching import caching_layer
 
 
@@ -122,6 +122,12 @@ class KTableToStream(Processor):
 
     def process(self, record: Record) -> None:
         self.context.forward(record.with_value(record.value.new_value))
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        def to_stream(key: Any, change: Change) -> None:
+            downstream(key, change.new_value)
+
+        return to_stream
 
 
 class KTableMaterialize(Processor):
