@@ -121,23 +121,40 @@ def _matches(key: str, names: tuple[str, ...]) -> bool:
     return any(key.startswith(n) if n.endswith(".") else key == n for n in names)
 
 
-def config_for(role: str, *configs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Merges configs (later wins) and drops the settings that do not apply to ``role``.
+#: Kafka Streams' client prefixes (StreamsConfig.producerPrefix & co): ``producer.linger.ms`` goes to
+#: producers only, as ``linger.ms``; ``main.consumer.`` to group members, ``restore.consumer.`` to the
+#: readers of assigned partitions (store restore, ``read_topic``); later entries win
+ROLE_PREFIXES = {
+    "producer": ("producer.",),
+    "consumer": ("consumer.", "main.consumer."),
+    "reader": ("consumer.", "restore.consumer."),
+    "admin": ("admin.",),
+}
+_ALL_PREFIXES = ("producer.", "consumer.", "main.consumer.", "restore.consumer.", "global.consumer.", "admin.")
 
-    ``role`` is ``"consumer"``, ``"producer"`` or ``"admin"`` (admins take neither kind).
+
+def config_for(role: str, *configs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merges configs (later wins), keeps the settings that apply to ``role`` and unwraps its prefixes.
+
+    ``role`` is ``"consumer"`` (a group member), ``"reader"`` (a consumer of assigned partitions),
+    ``"producer"`` or ``"admin"``. Unprefixed settings that only concern the other kind of client are
+    dropped; prefixed ones (``ROLE_PREFIXES``) override unprefixed ones, as in Kafka Streams.
     """
     merged: dict[str, Any] = {}
     for config in configs:
         if config:
             merged.update(config)
     drop: tuple[str, ...] = ()
-    if role == "consumer":
+    if role in ("consumer", "reader"):
         drop = PRODUCER_ONLY
     elif role == "producer":
         drop = CONSUMER_ONLY
     elif role == "admin":
         drop = CONSUMER_ONLY + PRODUCER_ONLY
-    return {k: v for k, v in merged.items() if not _matches(k, drop)}
+    out = {k: v for k, v in merged.items() if not _matches(k, drop) and not k.startswith(_ALL_PREFIXES)}
+    for prefix in ROLE_PREFIXES[role]:
+        out.update({k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)})
+    return out
 
 
 def error_code(exc: BaseException) -> int | None:
@@ -198,13 +215,18 @@ class KafkaCluster(Cluster):
         short ``fetch.wait.max.ms`` keeps the broker from holding their fetch at each partition's end.
         """
         defaults = {"fetch.wait.max.ms": 20} if group_id is None else {}
-        return KafkaConsumer(self, group_id, config_for("consumer", defaults, self.config, config))
+        role = "reader" if group_id is None else "consumer"
+        return KafkaConsumer(self, group_id, config_for(role, defaults, self.config, config))
 
     def reachable(self, timeout: float = 2.0) -> bool:
         """True when a broker answers a metadata request within ``timeout`` seconds."""
         try:
             self.admin_client().list_topics(timeout=timeout)
         except KafkaException as e:
+            if error_code(e) == KafkaError._INVALID_ARG:  # a bad setting: retrying cannot help
+                raise StreamsError(
+                    f"invalid client setting for {self.bootstrap_servers}: {e.args[0].str()}"
+                ) from e
             log.debug("%s not reachable: %s", self.bootstrap_servers, e)
             return False
         return True
@@ -257,7 +279,7 @@ class KafkaCluster(Cluster):
             return {}
         with self._probe_lock:
             if self._probe is None:
-                conf = config_for("consumer", self.config)
+                conf = config_for("reader", self.config)
                 conf.update(
                     {
                         "group.id": "kstream-nb-end-offsets",

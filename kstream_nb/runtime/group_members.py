@@ -53,7 +53,12 @@ class GroupMembers:
 
     def __init__(self, cluster: Cluster, application_id: str, client_config: Mapping[str, Any]) -> None:
         self.topic = group_members_topic(application_id)
-        timeout = int(client_config.get("session.timeout.ms", 45_000))
+        timeout = int(
+            client_config.get(
+                "main.consumer.session.timeout.ms",
+                client_config.get("consumer.session.timeout.ms", client_config.get("session.timeout.ms", 45_000)),
+            )
+        )
         #: a member silent for longer than this is gone (it died: the group has moved its tasks by then)
         self.stale_after_ms = 2 * timeout
         admin = cluster.admin()

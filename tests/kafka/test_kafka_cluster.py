@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+import kstream_nb as ks
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicExistsError, TopicSpec
 from kstream_nb.cluster.kafka import KafkaCluster, KafkaConsumer, config_for, get_kafka_cluster
@@ -242,3 +243,29 @@ def test_paused_partitions_are_not_read_until_resumed(cluster: KafkaCluster, nam
     records = _read_all(consumer, [b], {b: 1})
     assert [r.value for r in records] == [b"1"]
     consumer.close()
+
+
+def test_kafka_streams_client_prefixes_route_a_setting_to_one_kind_of_client() -> None:
+    """As StreamsConfig.producerPrefix/consumerPrefix/...: the prefix picks the client, then is removed;
+    a prefixed setting wins over the same unprefixed one."""
+    base = {"linger.ms": 5, "producer.linger.ms": 100, "consumer.fetch.min.bytes": 1000,
+            "main.consumer.max.poll.interval.ms": 60000, "restore.consumer.fetch.wait.max.ms": 5,
+            "admin.request.timeout.ms": 9000, "client.id": "x"}  # fmt: skip
+    producer, consumer = config_for("producer", base), config_for("consumer", base)
+    reader, admin = config_for("reader", base), config_for("admin", base)
+    assert producer == {"linger.ms": 100, "client.id": "x"}
+    assert consumer == {"fetch.min.bytes": 1000, "max.poll.interval.ms": 60000, "client.id": "x"}
+    assert reader == {"fetch.min.bytes": 1000, "fetch.wait.max.ms": 5, "client.id": "x"}
+    assert admin == {"request.timeout.ms": 9000, "client.id": "x"}
+
+
+def test_an_unknown_setting_fails_start_at_once_naming_it(kafka_bootstrap: str) -> None:
+    b = ks.StreamsBuilder()
+    b.stream("in").to("out")
+    app = ks.KafkaStreams(
+        b.build(), application_id="bad-setting", bootstrap_servers=kafka_bootstrap,
+        client_config={"linger.msec": 5},
+    )  # fmt: skip
+    with pytest.raises(StreamsError, match=r'No such configuration property: "linger\.msec"'):
+        app.start()
+    assert app.state == ks.State.CREATED
