@@ -53,12 +53,9 @@ class GroupMembers:
 
     def __init__(self, cluster: Cluster, application_id: str, client_config: Mapping[str, Any]) -> None:
         self.topic = group_members_topic(application_id)
-        timeout = int(
-            client_config.get(
-                "main.consumer.session.timeout.ms",
-                client_config.get("consumer.session.timeout.ms", client_config.get("session.timeout.ms", 45_000)),
-            )
-        )
+        timeout = 45_000  # librdkafka's default; Kafka Streams' prefixed settings win (later in the tuple)
+        for name in ("session.timeout.ms", "consumer.session.timeout.ms", "main.consumer.session.timeout.ms"):
+            timeout = int(client_config.get(name, timeout))
         #: a member silent for longer than this is gone (it died: the group has moved its tasks by then)
         self.stale_after_ms = 2 * timeout
         admin = cluster.admin()
