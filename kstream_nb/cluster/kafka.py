@@ -130,7 +130,7 @@ ROLE_PREFIXES = {
     "reader": ("consumer.", "restore.consumer."),
     "admin": ("admin.",),
 }
-_ALL_PREFIXES = ("producer.", "consumer.", "main.consumer.", "restore.consumer.", "global.consumer.", "admin.")
+_ALL_PREFIXES = tuple({prefix for prefixes in ROLE_PREFIXES.values() for prefix in prefixes})
 
 
 def config_for(role: str, *configs: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from kstream_nb.cluster.records import Headers
@@ -300,16 +300,9 @@ class CachingKeyValueStore(WrappedKeyValueStore):
         )
         self._cache.put(key, entry)
 
-    def put_if_absent(self, key: Any, value: Any) -> Any:
-        old = self.get(key)
-        if old is None:
-            self.put(key, value)
-        return old
-
-    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
-        put = self.put
-        for key, value in entries:
-            put(key, value)
+    # through the cache, not forwarded to the wrapped store
+    put_if_absent = KeyValueStore.put_if_absent
+    put_all = KeyValueStore.put_all
 
     def delete(self, key: Any) -> Any:
         old = self.get(key)

@@ -14,19 +14,14 @@ from typing import Any
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.cluster.kafka import close_clusters
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``host:port`` of a tansu broker running for the whole session (stopped at the end)."""
-    bootstrap, process = start_tansu(tmp_path_factory.mktemp("tansu") / "tansu.log")
-    try:
+    with running_tansu(tmp_path_factory.mktemp("tansu") / "tansu.log") as bootstrap:
         yield bootstrap
-    finally:
-        close_clusters(bootstrap)
-        stop_tansu(process)
 
 
 class Names:

@@ -24,7 +24,7 @@ from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
 from tests.helpers import wait_for
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
 
 pytestmark = pytest.mark.kafka
 
@@ -405,11 +405,9 @@ def test_two_instances_share_the_tasks(make_kafka_app, names, kafka_bootstrap) -
 
 def test_seed_order_example_on_a_broker_of_its_own(tmp_path) -> None:
     """Seed 000's example (fixed topic names, so a broker of its own) matches pandas, as on memory://."""
-    from kstream_nb.cluster.kafka import close_clusters
     from kstream_nb.examples import seed_orders
 
-    bootstrap, process = start_tansu(tmp_path / "tansu.log")
-    try:
+    with running_tansu(tmp_path / "tansu.log") as bootstrap:
         data = seed_orders.generate(seed=7, orders=1_500)
         # as seed_orders.produce_inputs, but from timestamp 1: librdkafka turns a timestamp of 0 into "now",
         # which would put that user after every order
@@ -439,9 +437,6 @@ def test_seed_order_example_on_a_broker_of_its_own(tmp_path) -> None:
         expected = seed_orders.expected_counts(data)
         assert sum(expected.values()) > 100
         assert live == expected
-    finally:
-        close_clusters(bootstrap)
-        stop_tansu(process)
 
 
 def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kafka_bootstrap) -> None:

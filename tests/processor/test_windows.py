@@ -6,7 +6,6 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
-from kstream_nb.state.window_store import InMemoryWindowStore
 
 
 def test_hopping_window_starts_at_zero_and_boundaries() -> None:
@@ -85,19 +84,6 @@ def test_grace_keeps_window_open_until_end_plus_grace() -> None:
         i.pipe_input("k", "e", timestamp=16)  # [10,20): 20 + 5 <= 25 closed; [15,25) open
         assert d.dropped_records_total == 2
     assert out[-1] == (Windowed("k", 15, 25), 3)
-
-
-def test_window_store_retention_drops_old_windows() -> None:
-    store = InMemoryWindowStore("w", retention_ms=20, window_size_ms=10)
-    store.put("k", 1, 0)
-    store.put("k", 2, 10)
-    assert store.fetch("k", 0) == 1
-    store.put("k", 3, 20)  # stream time 20: start 0 <= 20 - 20 expires
-    assert store.fetch("k", 0) is None
-    assert store.fetch("k", 10) == 2
-    store.put("k", 4, 0)  # too old to be stored at all
-    assert store.fetch("k", 0) is None
-    assert store.fetch_range("k", 0, 100) == [(10, 2), (20, 3)]
 
 
 def test_window_store_keeps_state_until_window_can_no_longer_be_emitted() -> None:

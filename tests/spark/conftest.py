@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from kstream_nb.cluster.kafka import close_clusters
 from kstream_nb.cluster.memory import reset_cluster
 from tests.spark.clusters import Cluster
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, start_tansu, stop_tansu
+from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
 
 
 @pytest.fixture(scope="session")
@@ -41,12 +40,8 @@ def url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``host:port`` of a tansu broker for the spark suite's session (started on first use)."""
-    bootstrap, process = start_tansu(tmp_path_factory.mktemp("tansu-spark") / "tansu.log")
-    try:
+    with running_tansu(tmp_path_factory.mktemp("tansu-spark") / "tansu.log") as bootstrap:
         yield bootstrap
-    finally:
-        close_clusters(bootstrap)
-        stop_tansu(process)
 
 
 @pytest.fixture(params=["memory", "tansu"])
