@@ -116,6 +116,10 @@ class Admin(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
 
 
+#: ``send(topic, key, value, timestamp, headers, partition)`` for one record (see ``Producer.sender``)
+Sender = Callable[[str, "bytes | None", "bytes | None", "int | None", Headers, "int | None"], None]
+
+
 class Producer(ABC):
     """Writes records; ``partition=None`` means Kafka's default partitioner on the key bytes."""
 
@@ -137,6 +141,11 @@ class Producer(ABC):
         """Writes (key, value, timestamp, headers, partition) records in order; clusters may do it at once."""
         for key, value, timestamp, headers, partition in records:
             self.send(topic, key, value, timestamp, headers, partition)
+
+    def sender(self) -> Sender | None:
+        """``send`` as a function to call once per record when the producer copies and batches records itself
+        (Kafka); None when records are best collected and written with ``send_batch`` (embedded cluster)."""
+        return None
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         """Writes decoded records to one partition; clusters that store bytes serialize them."""

@@ -46,6 +46,7 @@ from kstream_nb.cluster.base import (
     Cluster,
     Producer,
     RecordMetadata,
+    Sender,
     TopicDescription,
     TopicExistsError,
     TopicSpec,
@@ -533,7 +534,7 @@ class KafkaProducer(Producer):
         self.transactional = bool(conf.get("transactional.id"))
         self._producer = CKProducer(conf)
         self._error: str | None = None
-        self._unsent = 0
+        self._sender: Sender | None = None
         self._closed = False
         self._initialized = False
         self._in_transaction = False
@@ -563,42 +564,68 @@ class KafkaProducer(Producer):
         headers: Headers = (),
         partition: int | None = None,
     ) -> RecordMetadata | None:
-        self.send_batch(topic, [(key, value, timestamp, headers, partition)])
+        self.sender()(topic, key, value, timestamp, headers, partition)
         return None
 
     def send_batch(
         self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
     ) -> None:
-        self._check()
-        if self.transactional and not self._in_transaction:
-            self.begin_transaction()
-        produce = self._producer.produce
-        unsent = self._unsent
+        send = self.sender()
         for key, value, timestamp, headers, partition in records:
+            send(topic, key, value, timestamp, headers, partition)
+
+    def sender(self) -> Sender:
+        """One record at a time, handed to librdkafka at once (it copies the bytes and batches itself)."""
+        send = self._sender
+        if send is None:
+            send = self._sender = self._make_sender()
+        return send
+
+    def _make_sender(self) -> Sender:
+        producer = self._producer
+        produce = producer.produce
+        transactional = self.transactional
+        poll_every = self._POLL_EVERY
+        unsent = 0
+
+        def send(
+            topic: str,
+            key: bytes | None,
+            value: bytes | None,
+            timestamp: int | None,
+            headers: Headers,
+            partition: int | None,
+        ) -> None:
+            nonlocal unsent
+            if self._closed:
+                raise IllegalStateError("cannot send: the producer is closed")
+            if transactional and not self._in_transaction:
+                self.begin_transaction()
             if key is not None and key.__class__ is not bytes:
                 key = _as_bytes(topic, "key", key)
             if value is not None and value.__class__ is not bytes:
                 value = _as_bytes(topic, "value", value)
             part = _UNASSIGNED if partition is None else int(partition)
             ts = 0 if timestamp is None else int(timestamp)  # 0: librdkafka stamps the current time
-            hdrs: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
             while True:
                 try:
                     # positional (topic, value, key, partition, callback, on_delivery, timestamp, headers):
                     # confluent-kafka parses keywords twice as slowly
-                    produce(topic, value, key, part, None, None, ts, hdrs)
+                    produce(topic, value, key, part, None, None, ts, list(headers) if headers else None)
                     break
                 except BufferError:
                     # the local queue is full: let librdkafka deliver some, then try again
-                    self._producer.poll(0.05)
+                    producer.poll(0.05)
                     self._check()
                 except KafkaException as e:
                     raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
             unsent += 1
-            if unsent >= self._POLL_EVERY:
+            if unsent >= poll_every:
                 unsent = 0
-                self._producer.poll(0)
-        self._unsent = unsent
+                producer.poll(0)  # delivery reports: a failed one is raised here
+                self._check()
+
+        return send
 
     def in_flight(self) -> int:
         """Records handed to the producer and not yet acknowledged by the broker."""

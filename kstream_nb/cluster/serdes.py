@@ -43,8 +43,12 @@ class Serde(ABC):
     @abstractmethod
     def deserialize(self, topic: str, data: bytes | None) -> Any: ...
 
-    def serializer(self, topic: str) -> Callable[[Any], bytes | None]:
-        """``serialize`` for one topic as a one-argument function (what a sink calls per record)."""
+    def serializer(self, topic: str, compact: bool = True) -> Callable[[Any], bytes | None]:
+        """``serialize`` for one topic as a one-argument function (what a sink calls per record).
+
+        ``compact=False``: the bytes are copied as soon as they are sent (Kafka's producer) and never kept,
+        so a serde may return them without trimming its buffer.
+        """
         return functools.partial(self.serialize, topic)
 
     @staticmethod
@@ -102,11 +106,23 @@ class JsonSerde(Serde):
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise _ser_error(self, topic, data, exc) from exc
 
-    def serializer(self, topic: str) -> Callable[[Any], bytes | None]:
-        """``serialize`` as a closure over orjson (no method lookups per record)."""
+    def serializer(self, topic: str, compact: bool = True) -> Callable[[Any], bytes | None]:
+        """``serialize`` as a closure over orjson (no method lookups per record); without the compact copy
+        when the bytes are not kept."""
         if type(self).serialize is not JsonSerde.serialize:
-            return super().serializer(topic)
+            return super().serializer(topic, compact)
         dumps, default, option = orjson.dumps, _json_default, _JSON_OPTIONS
+        if not compact:
+
+            def serialize_json_loose(data: Any) -> bytes | None:
+                if data is None:
+                    return None
+                try:
+                    return dumps(data, default=default, option=option)
+                except (TypeError, orjson.JSONEncodeError) as exc:
+                    raise _ser_error(self, topic, data, exc) from exc
+
+            return serialize_json_loose
 
         def serialize_json(data: Any) -> bytes | None:
             if data is None:

@@ -44,6 +44,8 @@ class TaskHandle(Protocol):
     current_timestamp: int
     current_headers: Headers
     stream_time: int
+    #: the producer copies what is sent at once (Kafka): serialized bytes are not kept, need not be compact
+    copies_on_send: bool
 
     def get_store(self, name: str) -> StateStore: ...
 

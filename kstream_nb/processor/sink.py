@@ -93,7 +93,7 @@ class SinkProcessor(Processor):
         cache = self._key_bytes
         cached_key = cache.get
         serialize_key = self.key_serde.serialize
-        serialize_value = self.value_serde.serializer(topic)
+        serialize_value = self.value_serde.serializer(topic, compact=not task.copies_on_send)
         production_failed = task.production_failed
 
         def sink(key: Any, value: Any) -> None:

@@ -38,24 +38,29 @@ def wall_clock_ms() -> int:
 
 
 class ProducerCollector:
-    """Sends a thread's output through its producer, a loop iteration's records at a time (``flush``).
+    """Sends a thread's output through its producer: record by record when the producer takes them so
+    (Kafka: librdkafka copies and batches), else, or with ``hold``, the records since the last ``flush``.
 
     Caches the partition counts of output topics.
     """
 
-    def __init__(self, producer: Producer, admin: Admin) -> None:
+    def __init__(self, producer: Producer, admin: Admin, hold: bool = False) -> None:
         self.producer = producer
         self.admin = admin
         self._counts: dict[str, int] = {}
         self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
-        self.sent = 0
+        direct = None if hold else producer.sender()
+        #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
+        self.copies_on_send = direct is not None
+        if direct is not None:
+            self.send = direct  # type: ignore[method-assign,assignment]
 
     def send(
         self,
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        timestamp: int,
+        timestamp: int | None,
         headers: Headers,
         partition: int | None,
     ) -> None:
@@ -70,17 +75,17 @@ class ProducerCollector:
 
     def flush(self) -> None:
         """Hands the buffered records to the producer (in order, per topic)."""
+        if not self._pending:
+            return
         pending, self._pending = self._pending, {}
         for topic, records in pending.items():
             self.producer.send_batch(topic, records)
-            self.sent += len(records)
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         self.flush()
         if self.admin.partition_count(topic) is None:
             self.admin.create_topics([_spec(topic)], exist_ok=True)
         self.producer.send_columnar(topic, batch, partition)
-        self.sent += len(batch)
 
     def partition_count(self, topic: str) -> int:
         count = self._counts.get(topic)
@@ -167,7 +172,8 @@ class StreamThread(threading.Thread):
             # (offsets are committed only after every record is acknowledged, so none is lost)
             producer_config.setdefault("message.timeout.ms", 0)
         self.producer = cluster.producer(producer_config)
-        self.collector = ProducerCollector(self.producer, self.admin)
+        # exactly-once sends a transaction's records last, right before its commit (see _commit_transaction)
+        self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
         self.tasks: dict[str, StreamTask] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._shutdown = threading.Event()

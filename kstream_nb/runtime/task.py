@@ -42,6 +42,9 @@ log = logging.getLogger("kstream_nb.task")
 class RecordCollector(Protocol):
     """Where a task's output goes: sink records, repartition records and changelog records."""
 
+    #: True when the bytes sent are copied at once and never kept (Kafka's producer)
+    copies_on_send: bool
+
     def send(
         self,
         topic: str,
@@ -127,6 +130,7 @@ class StreamTask:
         self._config = config
         self._topology = topology
         self._collector = collector
+        self.copies_on_send = collector.copies_on_send
         self._wall_clock = wall_clock
         self.stream_time = -1
         self.current_topic: str | None = None

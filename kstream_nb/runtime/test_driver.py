@@ -41,6 +41,8 @@ class TestRecord:
 
 
 class _Collector:
+    copies_on_send = False  # the driver keeps what is written
+
     def __init__(self, driver: TopologyTestDriver) -> None:
         self.driver = driver
 

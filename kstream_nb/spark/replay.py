@@ -92,6 +92,8 @@ def _jsonable(obj: Any) -> Any:
 class CaptureCollector:
     """A task's record collector that keeps what it sends, choosing partitions as the live producer does."""
 
+    copies_on_send = False
+
     def __init__(self, plan: StagePlan, task: int) -> None:
         self.plan = plan
         self.task = task

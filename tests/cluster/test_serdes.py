@@ -96,6 +96,22 @@ def test_json_handles_numpy_and_pandas() -> None:
     }
 
 
+def test_json_serializer_for_bytes_sent_at_once_writes_the_same_bytes_and_errors() -> None:
+    """``compact=False`` (a sink on Kafka: librdkafka copies what it sends) only skips trimming orjson's
+    buffer; the bytes, the None-as-null rule and the error naming topic and type are the same."""
+    serde = JsonSerde()
+    kept, sent = serde.serializer("t"), serde.serializer("t", compact=False)
+    for value in (1, "word", {"a": [1, 2.5, None]}, np.int64(7), pd.Timestamp("2024-01-02")):
+        assert sent(value) == kept(value) == serde.serialize("t", value)
+    assert sent(None) is None
+
+    class Thing:
+        pass
+
+    with pytest.raises(SerializationError, match=r"Thing.*'t'"):
+        sent(Thing())
+
+
 def test_json_unserializable_names_topic_and_type() -> None:
     class Thing:
         pass

@@ -13,6 +13,7 @@ from kstream_nb.cluster.kafka import KafkaCluster, KafkaConsumer, config_for, ge
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError, StreamsError, UnknownTopicError
+from kstream_nb.runtime.stream_thread import ProducerCollector
 
 pytestmark = pytest.mark.kafka
 
@@ -148,6 +149,32 @@ def test_delivery_errors_surface(cluster: KafkaCluster, names) -> None:
     producer.close()
     with pytest.raises(IllegalStateError):
         producer.send(topic, b"k", b"v")
+
+
+def test_a_stream_threads_collector_hands_records_to_librdkafka_at_once_except_under_exactly_once(
+    cluster: KafkaCluster, names
+) -> None:
+    """at_least_once: each record goes to librdkafka as it is made (it copies and batches them), so the
+    serialized bytes are not kept; exactly_once_v2 holds a transaction's records until its commit."""
+    admin = cluster.admin()
+    topic = names("collected")
+    admin.create_topics([TopicSpec(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    direct = ProducerCollector(cluster.producer(), admin)
+    assert direct.copies_on_send
+    direct.send(topic, b"k", b"v1", 1_000, (), None)
+    direct.producer.flush()
+    assert admin.end_offsets([tp])[tp] == 1
+
+    held = ProducerCollector(cluster.producer(), admin, hold=True)
+    assert not held.copies_on_send
+    held.send(topic, b"k", b"v2", 1_000, (), None)
+    held.producer.flush()
+    assert admin.end_offsets([tp])[tp] == 1
+    held.flush()
+    held.producer.flush()
+    assert admin.end_offsets([tp])[tp] == 2
+    assert not ProducerCollector(connect("memory://").producer(), admin).copies_on_send
 
 
 def test_manual_consumer_seeks_and_reports_positions(cluster: KafkaCluster, names) -> None:
