@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kstream_nb.errors import ProcessingError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
-from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.node import Entry, Fail, NodeContext
 from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 
 
@@ -50,6 +51,14 @@ class KStreamAggregate(Processor):
                 Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
             )
 
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        initializer, aggregator = self.initializer, self.aggregator
+
+        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> Any:
+            return aggregator(key, value, initializer() if old is None else old.value)
+
+        return fused_update(self, combine, "aggregation", downstream, fail)
+
 
 class KStreamReduce(Processor):
     """``agg = reducer(agg, value)``; the first value of a key is taken as is."""
@@ -81,3 +90,51 @@ class KStreamReduce(Processor):
             self.context.forward(
                 Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
             )
+
+    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+        reducer = self.reducer
+
+        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> Any:
+            return value if old is None else reducer(old.value, value)
+
+        return fused_update(self, combine, "reduce", downstream, fail)
+
+
+def fused_update(
+    processor: KStreamAggregate | KStreamReduce,
+    combine: Callable[[Any, Any, ValueAndTimestamp | None], Any],
+    what: str,
+    downstream: Entry,
+    fail: Fail,
+) -> Entry:
+    """``process`` of an aggregation over the key and value: the update goes on as ``(key, Change)`` with
+    the result's timestamp as the current one, without a Record (the path of every record of a count)."""
+    task = processor.context._task
+    store = processor.store
+    get, put = store.get, store.put
+    forward_now = processor.forward_now
+    record_dropped = processor.context.record_dropped
+    reason = f"null key or value in {what}"
+
+    def update(key: Any, value: Any) -> None:
+        if key is None or value is None:
+            record_dropped(reason)
+            return
+        timestamp = task.current_timestamp
+        try:
+            old = get(key)
+            new_agg = combine(key, value, old)
+            if old is not None and old.timestamp > timestamp:
+                timestamp = old.timestamp
+            put(key, ValueAndTimestamp(new_agg, timestamp))
+        except ProcessingError:
+            raise
+        except Exception as e:
+            raise fail(e) from e
+        if forward_now:
+            saved = task.current_timestamp
+            task.current_timestamp = timestamp
+            downstream(key, Change(new_agg, None if old is None else old.value))
+            task.current_timestamp = saved
+
+    return update

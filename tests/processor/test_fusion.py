@@ -127,6 +127,93 @@ def test_a_fused_chain_creates_no_record_objects(monkeypatch) -> None:
     assert created == 0
 
 
+def _aggregations(b: ks.StreamsBuilder) -> None:
+    """count, aggregate and reduce, each read by to_stream (fused), a table filter and a Processor API node."""
+    grouped = b.stream("in").group_by_key()
+    grouped.count(store="counts").to_stream().map_values(lambda n: n * 10).to("counts")
+    summed = grouped.aggregate(lambda: [], lambda k, v, agg: [*agg, v], store="lists")
+    summed.filter(lambda k, agg: len(agg) > 1).to_stream().to("lists")
+    grouped.reduce(max, store="max").to_stream().process(Restamp, name="restamp").to("max")
+
+
+def _run_aggregations(cache_bytes: int) -> tuple[dict[str, list[TestRecord]], int]:
+    b = ks.StreamsBuilder()
+    _aggregations(b)
+    config = {"statestore_cache_max_bytes": cache_bytes, "commit_interval_ms": 100}
+    with ks.TopologyTestDriver(b.build(), config) as d:
+        i = d.create_input_topic("in")
+        # a late record (timestamp 5 after 40) keeps its key's result timestamp at 40
+        inputs = [("a", 1, 10), ("b", 2, 20), ("a", 3, 40), ("a", 9, 5), (None, 4, 50), ("b", None, 60)]
+        for key, value, ts in inputs:
+            i.pipe_input(key, value, timestamp=ts, headers=HEADERS if value == 3 else ())
+        d.advance_wall_clock_time(1000)
+        out = {t: d.create_output_topic(t).read_records_to_list() for t in ("counts", "lists", "max")}
+        return out, d.dropped_records_total
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20], ids=["every-update", "cached"])
+def test_aggregations_give_the_same_updates_timestamps_and_drops_fused_and_not(monkeypatch, cache_bytes) -> None:
+    fused, unfused = _both_ways(lambda: _run_aggregations(cache_bytes), monkeypatch)
+    assert fused == unfused
+    out, dropped = fused
+    assert dropped == 3 * 2  # the null key and the null value, in each of the three aggregations
+    if cache_bytes == 0:
+        assert [(r.key, r.value, r.timestamp, r.headers) for r in out["counts"]] == [
+            ("a", 10, 10, ()),
+            ("b", 10, 20, ()),
+            ("a", 20, 40, HEADERS),
+            ("a", 30, 40, ()),  # the late record: the result keeps the newer timestamp
+        ]
+        assert [(r.key, r.value, r.timestamp) for r in out["max"]] == [
+            ("a!", 1, 1010),
+            ("b!", 2, 1020),
+            ("a!", 3, 1040),
+            ("a!", 9, 1040),
+        ]
+    # (the test driver commits after every input record, as Kafka's does: the cache forwards each update too)
+    assert {r.key: (r.value, r.timestamp) for r in out["counts"]} == {"a": (30, 40), "b": (10, 20)}
+    assert [(r.key, r.value) for r in out["lists"]][-1] == ("a", [1, 3, 9])
+
+
+def test_a_count_read_as_a_stream_creates_no_record_objects(monkeypatch) -> None:
+    created = 0
+    original = Record.__init__
+
+    def counting(self: Record, *args: Any, **kwargs: Any) -> None:
+        nonlocal created
+        created += 1
+        original(self, *args, **kwargs)
+
+    b = ks.StreamsBuilder()
+    b.stream("in").flat_map_values(str.split).group_by(lambda k, w: w).count().to_stream().to("out")
+    monkeypatch.setattr(Record, "__init__", counting)
+    with ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 0}) as d:
+        d.create_input_topic("in").pipe_value_list(["a b", "b"])
+        assert d.create_output_topic("out").read_key_values_to_list() == [("a", 1), ("b", 1), ("b", 2)]
+    assert created == 0
+
+
+@pytest.mark.parametrize(
+    ("build", "processor"),
+    [
+        (lambda g: g.aggregate(lambda: 0, lambda k, v, agg: agg + 1 / v), "KSTREAM-AGGREGATE-"),
+        (lambda g: g.reduce(lambda agg, v: agg + 1 / v), "KSTREAM-REDUCE-"),
+    ],
+)
+def test_errors_in_an_aggregation_name_it_and_the_record(fusion, build, processor) -> None:
+    b = ks.StreamsBuilder()
+    build(b.stream("in").group_by_key()).to_stream().to("out")
+    with ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 0}) as d:
+        i = d.create_input_topic("in")
+        i.pipe_input("a", 1, timestamp=0)
+        with pytest.raises(ks.ProcessingError) as err:
+            i.pipe_input("a", 0, timestamp=1)
+    e = err.value
+    assert e.processor.startswith(processor)
+    assert (e.topic, e.partition, e.offset) == ("in", 0, 1)
+    assert isinstance(e.__cause__, ZeroDivisionError)
+
+
 def test_a_processor_api_node_in_a_fused_chain_gets_records_and_forwards(fusion) -> None:
     b = ks.StreamsBuilder()
     (
