@@ -9,8 +9,9 @@ from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
 from kstream_nb.processor.table_joins import KStreamKTableJoin, KTableKTableJoinSide
 from kstream_nb.processor.windows import JoinWindows
+from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.join_buffer import JoinBuffer
-from kstream_nb.state.window_store import InMemoryWindowStore, WindowStoreBuilder
+from kstream_nb.state.window_store import InMemoryWindowStore
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.kstream import KStream

@@ -15,7 +15,8 @@ from kstream_nb.processor.window_aggregate import (
     KStreamWindowAggregate,
 )
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows
-from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore, WindowStoreBuilder
+from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.grouped import KGroupedStream
@@ -125,7 +126,12 @@ class WindowedKStream:
                 windows, store_name, initializer, aggregator, merger, emit
             )
             close_ms = windows.grace_ms + windows.gap_ms
-        builder.topology.add_state_store(WindowStoreBuilder(store_name, make, grouped.key_serde, value_serde))
+        store_builder = WindowStoreBuilder(store_name, make, grouped.key_serde, value_serde)
+        if isinstance(windows, TimeWindows):
+            # Kafka caches DSL window stores; here when statestore_cache_max_bytes > 0 (sliding and session
+            # windows are written through)
+            store_builder.with_caching_enabled()
+        builder.topology.add_state_store(store_builder)
         node = builder.new_name("KSTREAM-AGGREGATE")
         builder.topology.add_processor(node, processor, stream.node, stores=[store_name])
         table = KTable(builder, node, grouped.key_serde, value_serde, store_name)

@@ -12,6 +12,7 @@ from typing import Any
 from kstream_nb.processor.api import Change, Processor, Record
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
+from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.store import sort_entries
 from kstream_nb.state.timestamped import ValueAndTimestamp
 
@@ -52,6 +53,26 @@ class KStreamWindowAggregate(_WindowAggregate):
         super().__init__(*args, **kwargs)
         self.windows = windows
 
+    def init(self, context: Any) -> None:
+        super().init(context)
+        # over a cached store, updates go downstream when the cache flushes them: the latest per window and
+        # commit (Kafka's TimestampedCacheFlushListener); results on window close are read from the store
+        layer = caching_layer(self.store)
+        self.forward_now = layer is None
+        if layer is not None and self.emit_on_update:
+            layer.set_flush_listener(self._forward_flushed)
+
+    def _forward_flushed(self, window: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        key, start = window
+        self.context.forward(
+            Record(
+                Windowed(key, start, start + self.windows.size_ms),
+                Change(None if new is None else new.value, None if old is None else old.value),
+                timestamp if new is None else new.timestamp,
+                headers,
+            )
+        )
+
     def process(self, record: Record) -> None:
         key, ts = record.key, record.timestamp
         if key is None:
@@ -73,7 +94,7 @@ class KStreamWindowAggregate(_WindowAggregate):
                 old_agg, new_ts = old.value, max(ts, old.timestamp)
             new_agg = self.aggregator(key, record.value, old_agg)
             self.store.put(key, ValueAndTimestamp(new_agg, new_ts), start)
-            if self.emit_on_update:
+            if self.emit_on_update and self.forward_now:
                 self._forward(Windowed(key, start, end), new_agg, old.value if old else None, new_ts)
         if not self.emit_on_update:
             self._emit_closed(close_time)

@@ -26,9 +26,9 @@ from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
+from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
-from kstream_nb.state.window_store import WindowStoreBuilder
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.app")

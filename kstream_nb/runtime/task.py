@@ -29,11 +29,10 @@ from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.timestamps import FieldTimestampExtractor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
-from kstream_nb.state.builders import KeyValueStoreBuilder
+from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
-from kstream_nb.state.window_store import WindowStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
@@ -166,16 +165,12 @@ class StreamTask:
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
         # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
-        # each thread's budget shared by the cached key-value stores of its tasks
+        # each thread's budget shared by the cached key-value and window stores of its tasks
         cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
         for builder in graph.stores:
-            if isinstance(builder, TimestampedKeyValueStoreBuilder):
+            if isinstance(builder, TimestampedKeyValueStoreBuilder | WindowStoreBuilder):
                 store = builder.build(
                     config.default_key_serde, config.default_value_serde, config.default_dsl_store, cache_max_bytes
-                )
-            elif isinstance(builder, WindowStoreBuilder):
-                store = builder.build(
-                    config.default_key_serde, config.default_value_serde, config.default_dsl_store
                 )
             elif isinstance(builder, KeyValueStoreBuilder):
                 store = builder.build(config.default_key_serde, config.default_value_serde, None, cache_max_bytes)

@@ -27,9 +27,9 @@ from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
 from kstream_nb.runtime.task import StreamTask
+from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
-from kstream_nb.state.window_store import WindowStoreBuilder
 from kstream_nb.topology.topology import Topology
 
 #: input rows: a topic record plus who wrote it (``writer`` = upstream task partition, -1 for user topics)

@@ -55,7 +55,7 @@ from kstream_nb.spark.replay import OUT_DDL, StagePlan, order_output_partition, 
 from kstream_nb.spark.result import BacktestOutput, BacktestResult, BacktestStore
 from kstream_nb.spark.session import spark_session
 from kstream_nb.spark.source import read_topic, to_epoch_ms
-from kstream_nb.state.window_store import WindowStoreBuilder
+from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.topology.topology import SinkSpec, SubTopology, Topology
 
 OUTPUT_DDL = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from kstream_nb.cluster.serdes import SerdeSpec, serde_from
@@ -12,12 +13,14 @@ from kstream_nb.state.caching import CachingKeyValueStore, thread_cache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore, StateStore
+from kstream_nb.state.window_caching import CachingWindowStore
 from kstream_nb.state.window_store import (
+    ChangeLoggingSessionStore,
+    ChangeLoggingWindowStore,
     InMemorySessionStore,
     InMemoryWindowStore,
     SessionStore,
     WindowStore,
-    WindowStoreBuilder,
 )
 
 
@@ -370,3 +373,85 @@ class Stores:
         """A builder of session store stacks; logging is enabled by default."""
         return WindowStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=False,
                                   follows_dsl_store=False)  # fmt: skip
+
+
+class WindowStoreBuilder:
+    """Builds a window or session store stack for each task (change-logging unless disabled).
+
+    ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
+    backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
+    ``Stores`` supplier keep the backend the supplier names.
+    """
+
+    def __init__(self, name: str, make: Callable[[], WindowStore | SessionStore],
+                 key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None,
+                 timestamped: bool = True, follows_dsl_store: bool = True) -> None:  # fmt: skip
+        self.name = name
+        self.timestamped = timestamped
+        self._make = make
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.follows_dsl_store = follows_dsl_store
+        self.logging_enabled = True
+        self.log_config: dict[str, str] = {}
+        self.caching_enabled = False
+
+    def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
+        """Logs changes to the changelog, created with the given topic configs."""
+        self.logging_enabled = True
+        self.log_config = dict(config or {})
+        return self
+
+    def with_logging_disabled(self) -> WindowStoreBuilder:
+        """No changelog: the store starts empty after a task move (a RocksDB store keeps its disk data)."""
+        self.logging_enabled = False
+        self.log_config = {}
+        return self
+
+    def with_caching_enabled(self) -> WindowStoreBuilder:
+        """A record cache in front of a window store when the app's ``statestore_cache_max_bytes`` is above 0
+        (session stores and stores keeping duplicates are not cached)."""
+        self.caching_enabled = True
+        return self
+
+    def with_caching_disabled(self) -> WindowStoreBuilder:
+        """Every write goes straight through to the store and its changelog."""
+        self.caching_enabled = False
+        return self
+
+    def build(
+        self,
+        default_key_serde: SerdeSpec | None = None,
+        default_value_serde: SerdeSpec | None = None,
+        dsl_store: str | None = None,
+        cache_max_bytes: int = 0,
+    ) -> Any:
+        """A new store stack: caching (if enabled and ``cache_max_bytes`` > 0) -> change-logging (if enabled)
+        -> backend; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
+        store: Any = self._make()
+        if dsl_store == "rocksdb" and self.follows_dsl_store:
+            from kstream_nb.state.rocksdb_window import persistent_equivalent
+
+            store = persistent_equivalent(store)
+        key_serde = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
+        value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
+        use_serdes = getattr(store, "use_serdes", None)
+        if use_serdes is not None:
+            use_serdes(key_serde, value, self.timestamped)
+        cached = (
+            self.caching_enabled
+            and cache_max_bytes > 0
+            and isinstance(store, WindowStore)
+            and not store.retain_duplicates
+        )
+        if self.logging_enabled:
+            if isinstance(store, SessionStore):
+                store = ChangeLoggingSessionStore(store, key_serde, value)
+            else:
+                store = ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
+        if cached:
+            store = CachingWindowStore(store, thread_cache(cache_max_bytes))
+        return store
+
+    def __repr__(self) -> str:
+        return f"WindowStoreBuilder({self.name!r}, logging={self.logging_enabled}, caching={self.caching_enabled})"

@@ -234,14 +234,32 @@ class NamedCache:
         return f"NamedCache({self.name!r}, entries={len(self.lru)}, dirty={len(self.dirty)})"
 
 
-class _CacheFlushContext(DelegatingStoreContext):
+class CachingLayer:
+    """What the key-value and window caching layers share: their part of the thread cache, the flush
+    listener, and the timestamp of the entry being flushed (what the layers below see as current)."""
+
+    _cache: NamedCache
+    _flush_listener: CacheFlushListener | None = None
+    _flush_timestamp: int | None = None
+
+    @property
+    def cache(self) -> NamedCache:
+        """This store's part of the thread cache."""
+        return self._cache
+
+    def set_flush_listener(self, listener: CacheFlushListener | None) -> None:
+        """Calls ``listener(key, new, old, timestamp, headers)`` for each entry a flush writes below."""
+        self._flush_listener = listener
+
+
+class CacheFlushContext(DelegatingStoreContext):
     """The context the layers below the cache see: while an entry is flushed, its timestamp is the current one.
 
     So the changelog record of a flushed write carries the timestamp of the update that made it (Kafka sets
     the entry's record context during the write).
     """
 
-    def __init__(self, context: StateStoreContext, store: CachingKeyValueStore) -> None:
+    def __init__(self, context: StateStoreContext, store: CachingLayer) -> None:
         super().__init__(context)
         self._store = store
 
@@ -251,7 +269,7 @@ class _CacheFlushContext(DelegatingStoreContext):
         return self._context.timestamp if flushed is None else flushed
 
 
-class CachingKeyValueStore(WrappedKeyValueStore):
+class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
     """Kafka's CachingKeyValueStore: buffers writes in the thread's record cache until a flush or eviction.
 
     Reads see the cache over the store below (a cached tombstone hides the key). A flush writes the dirty
@@ -270,22 +288,11 @@ class CachingKeyValueStore(WrappedKeyValueStore):
         self._read_through = inner.persistent
         self._context: StateStoreContext | None = None
         self._owner = -1
-        self._flush_listener: CacheFlushListener | None = None
-        self._flush_timestamp: int | None = None
-
-    @property
-    def cache(self) -> NamedCache:
-        """This store's part of the thread cache."""
-        return self._cache
-
-    def set_flush_listener(self, listener: CacheFlushListener | None) -> None:
-        """Calls ``listener(key, new, old, timestamp, headers)`` for each entry a flush writes below."""
-        self._flush_listener = listener
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._owner = threading.get_ident()
-        self.inner.init(_CacheFlushContext(context, self), root if root is not None else self)
+        self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
 
     # ---- writes ---------------------------------------------------------------------------------
 
@@ -429,10 +436,10 @@ class CachingKeyValueStore(WrappedKeyValueStore):
         return f"CachingKeyValueStore({self.inner!r}, {self._cache!r})"
 
 
-def caching_layer(store: Any) -> CachingKeyValueStore | None:
+def caching_layer(store: Any) -> CachingLayer | None:
     """The caching layer of a store stack (walking ``inner`` from the outermost layer), or None."""
     while store is not None:
-        if isinstance(store, CachingKeyValueStore):
+        if isinstance(store, CachingLayer):
             return store
         store = getattr(store, "inner", None)
     return None

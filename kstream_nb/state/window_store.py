@@ -11,12 +11,11 @@ from __future__ import annotations
 import heapq
 import struct
 from abc import abstractmethod
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.state.changelogging import ChangelogRegistration
 from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
@@ -383,73 +382,3 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
             )
             key = self.key_serde.deserialize(self._topic, key_bytes[:-16])
             self.inner.put(key, start, end, self.value_serde.deserialize(self._topic, value_bytes))
-
-
-class WindowStoreBuilder:
-    """Builds a window or session store stack for each task (change-logging unless disabled).
-
-    ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
-    backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
-    ``Stores`` supplier keep the backend the supplier names.
-    """
-
-    def __init__(self, name: str, make: Callable[[], WindowStore | SessionStore],
-                 key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None,
-                 timestamped: bool = True, follows_dsl_store: bool = True) -> None:  # fmt: skip
-        self.name = name
-        self.timestamped = timestamped
-        self._make = make
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        self.follows_dsl_store = follows_dsl_store
-        self.logging_enabled = True
-        self.log_config: dict[str, str] = {}
-        self.caching_enabled = False
-
-    def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
-        """Logs changes to the changelog, created with the given topic configs."""
-        self.logging_enabled = True
-        self.log_config = dict(config or {})
-        return self
-
-    def with_logging_disabled(self) -> WindowStoreBuilder:
-        """No changelog: the store starts empty after a task move (a RocksDB store keeps its disk data)."""
-        self.logging_enabled = False
-        self.log_config = {}
-        return self
-
-    def with_caching_enabled(self) -> WindowStoreBuilder:
-        """Asks for a record cache in front of the store (recorded; window stores are not cached yet)."""
-        self.caching_enabled = True
-        return self
-
-    def with_caching_disabled(self) -> WindowStoreBuilder:
-        """Every write goes straight through to the store and its changelog."""
-        self.caching_enabled = False
-        return self
-
-    def build(
-        self,
-        default_key_serde: SerdeSpec | None = None,
-        default_value_serde: SerdeSpec | None = None,
-        dsl_store: str | None = None,
-    ) -> Any:
-        """A new store stack; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
-        store = self._make()
-        if dsl_store == "rocksdb" and self.follows_dsl_store:
-            from kstream_nb.state.rocksdb_window import persistent_equivalent
-
-            store = persistent_equivalent(store)
-        key_serde = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
-        value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
-        use_serdes = getattr(store, "use_serdes", None)
-        if use_serdes is not None:
-            use_serdes(key_serde, value, self.timestamped)
-        if not self.logging_enabled:
-            return store
-        if isinstance(store, SessionStore):
-            return ChangeLoggingSessionStore(store, key_serde, value)
-        return ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
-
-    def __repr__(self) -> str:
-        return f"WindowStoreBuilder({self.name!r}, logging={self.logging_enabled}, caching={self.caching_enabled})"

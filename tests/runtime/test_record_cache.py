@@ -17,10 +17,10 @@ SENTENCES = ["a b a", "b c"]
 EVERY_UPDATE = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("c", 1)]
 
 
-def records(url: str, topic: str) -> list[tuple[Any, Any]]:
+def records(url: str, topic: str, key_serde: str = "json") -> list[tuple[Any, Any]]:
     """The (key, value) pairs of ``topic`` in offset order (empty while the topic does not exist)."""
     try:
-        frame = ks.read_topic(topic, bootstrap_servers=url)
+        frame = ks.read_topic(topic, bootstrap_servers=url, key_serde=key_serde)
     except UnknownTopicError:
         return []
     frame = frame.sort_values(["partition", "offset"])
@@ -126,3 +126,70 @@ def test_wait_until_idle_waits_for_the_cached_results(url: str, make_app: Callab
     app = make_app(word_count_topology(), statestore_cache_max_bytes=10_000_000, commit_interval_ms=60_000)
     app.start().wait_until_running(30).wait_until_idle(10)
     assert records(url, "word-counts") == [("a", 2), ("b", 2), ("c", 1)]
+
+
+# ---- window stores ----------------------------------------------------------------------------------
+
+CLICKS = [("a", 1), ("a", 1), ("b", 1), ("a", 1)]
+CLICK_TIMES = [1_000, 2_000, 3_000, 12_000]  # windows of 10 s: a@0 twice, b@0, a@10000
+
+
+def windowed_count_topology(suppressed: bool = False) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    counts = b.stream("clicks").group_by_key().windowed_by(ks.TimeWindows.of(10_000).grace(0)).count(store="wc")
+    if suppressed:
+        counts = counts.suppress(ks.until_window_closes())
+    counts.to_stream().map(lambda w, n: (f"{w.key}@{w.start}", n)).to("window-counts")
+    return b.build()
+
+
+def test_cached_windowed_count_forwards_and_logs_one_update_per_window_per_commit(
+    url: str, make_app: Callable[..., ks.KafkaStreams]
+) -> None:
+    """Kafka's CachingWindowStore: writes stay in the cache (interactive queries see them) until the commit,
+    which forwards and logs each window's latest count once, in the order of the windows' last updates."""
+    ks.produce("clicks", CLICKS, bootstrap_servers=url, timestamps=CLICK_TIMES)
+    app = make_app(windowed_count_topology(), statestore_cache_max_bytes=10_000_000, commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    expected = [("a", 0, 10_000, 2), ("a", 10_000, 20_000, 1), ("b", 0, 10_000, 1)]
+    wait_for(lambda: app.store("wc").all() == expected, what="the cached windows in the store")
+    assert app.store("wc").fetch("a") == [(0, 10_000, 2), (10_000, 20_000, 1)]
+    assert records(url, "window-counts") == []
+    assert records(url, "app-wc-changelog", key_serde="bytes") == []
+    assert app.stop(timeout=10)
+    assert records(url, "window-counts") == [("a@0", 2), ("b@0", 1), ("a@10000", 1)]
+    # changelog keys: the key's bytes and the window start (8 bytes, big-endian)
+    window = (10_000).to_bytes(8, "big")
+    assert records(url, "app-wc-changelog", key_serde="bytes") == [
+        (b'"a"' + bytes(8), 2),
+        (b'"b"' + bytes(8), 1),
+        (b'"a"' + window, 1),
+    ]
+
+    # the flushed changelog restores the (in-memory) windows: a restarted app counts on from them
+    ks.produce("clicks", [("a", 1)], bootstrap_servers=url, timestamps=[4_000])
+    again = make_app(windowed_count_topology(), statestore_cache_max_bytes=10_000_000)
+    again.start().wait_until_running(30)
+    wait_for(lambda: ("a@0", 3) in records(url, "window-counts"), what="the count restored and updated")
+
+
+@pytest.mark.parametrize("cache_max_bytes", [0, 300, 10_000_000], ids=["no-cache", "evicting", "cached"])
+def test_final_window_results_are_the_same_with_and_without_a_cache(
+    url: str, make_app: Callable[..., ks.KafkaStreams], cache_max_bytes: int
+) -> None:
+    """until_window_closes() emits the same final counts whether the window store caches, evicts or not."""
+    keys = [f"k{i % 7}" for i in range(200)]
+    times = [i * 137 % 30_000 + (i // 40) * 10_000 for i in range(200)]  # out of order, some late
+    ks.produce("clicks", list(zip(keys, [1] * 200, strict=True)), bootstrap_servers=url, timestamps=times)
+    ks.produce("clicks", [("flush", 1)], bootstrap_servers=url, timestamps=[200_000])
+    app = make_app(windowed_count_topology(suppressed=True), statestore_cache_max_bytes=cache_max_bytes)
+    app.start().wait_until_running(30)
+    app.wait_until_idle(30)
+    expected: dict[str, int] = {}
+    stream_time = -1
+    for key, ts in zip(keys, times, strict=True):
+        stream_time = max(stream_time, ts)
+        start = ts - ts % 10_000
+        if start + 10_000 > stream_time:  # grace 0: a window takes records until stream time reaches its end
+            expected[f"{key}@{start}"] = expected.get(f"{key}@{start}", 0) + 1
+    assert sorted(records(url, "window-counts")) == sorted(expected.items())

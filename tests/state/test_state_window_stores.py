@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from rocksdict import Options, Rdict
 
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import StreamsError
-from kstream_nb.state.builders import Stores
+from kstream_nb.state.builders import Stores, WindowStoreBuilder
 from kstream_nb.state.rocksdb_window import RocksDBSessionStore, RocksDBWindowStore
 from kstream_nb.state.store import ValueAndTimestamp
 from kstream_nb.state.window_store import (
@@ -18,7 +19,6 @@ from kstream_nb.state.window_store import (
     ChangeLoggingWindowStore,
     InMemorySessionStore,
     InMemoryWindowStore,
-    WindowStoreBuilder,
 )
 
 BACKENDS = ["in_memory", "rocksdb"]
@@ -61,6 +61,44 @@ def session_store(persistent: bool, open_stores: Any, retention: int = 20, loggi
 
 
 # ---- window stores ------------------------------------------------------------------------------
+
+
+def test_a_cached_window_store_reads_through_its_cache_and_writes_below_on_flush(
+    persistent: bool, tmp_path: Path, make_context: Any
+) -> None:
+    """Kafka's CachingWindowStore over either backend: reads merge the cache over the store (a cached
+    delete hides a window), a flush writes the dirty windows below in last-update order, each logged once
+    with the timestamp of its last update, and tells the flush listener (window, new, old)."""
+    supplier = (Stores.persistent_window_store if persistent else Stores.in_memory_window_store)("w", 1_000, 10)
+    builder = Stores.window_store_builder(supplier, "json", "json").with_caching_enabled()
+    store = builder.build("json", "json", None, 10_000_000)
+    context = make_context(state_dir=str(tmp_path))
+    store.init(context)
+    flushed: list[tuple[Any, ...]] = []
+    store.set_flush_listener(lambda window, new, old, ts, headers: flushed.append((window, new, old, ts)))
+    try:
+        for key, value, start, ts in [("b", 1, 0, 5), ("a", 1, 10, 6), ("b", 2, 0, 7)]:
+            context.timestamp = ts
+            store.put(key, value, start)
+        store.flush()
+        assert flushed == [(("a", 10), 1, None, 6), (("b", 0), 2, None, 7)]
+        assert [(json.loads(v), ts) for _, _, _, v, ts in context.logged] == [(1, 6), (2, 7)]
+
+        context.timestamp = 8
+        store.put("b", 3, 0)
+        store.put("b", 1, 20)
+        store.put("a", None, 10)
+        assert store.fetch("b", 0) == 3 and store.fetch("a", 10) is None
+        assert store.fetch_range("b", 0, 100) == [(0, 3), (20, 1)]
+        assert store.all() == [("b", 0, 3), ("b", 20, 1)]
+        assert store.fetch_all(10, 20) == [("b", 20, 1)]
+        assert store.approximate_num_entries() == 2
+        assert store.inner.fetch("b", 0) == 2 and store.inner.fetch("a", 10) == 1  # not yet below
+        store.flush()
+        assert flushed[2:] == [(("b", 0), 3, 2, 8), (("b", 20), 1, None, 8), (("a", 10), None, 1, 8)]
+        assert store.inner.all() == [("b", 0, 3), ("b", 20, 1)]
+    finally:
+        store.close()
 
 
 def test_window_put_fetch_and_scans_in_natural_key_order(persistent: bool, open_stores: Any) -> None:
