@@ -1,0 +1,129 @@
+"""Two checkouts of kstream_nb, A and B, on the same workload and tansu broker, alternating, for A/B timing.
+
+    git worktree add /tmp/ks-base HEAD~1
+    .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --rounds 3            # word count
+    .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --workload filter
+
+Writes the input once (word count: 60,000 sentences of 4-12 words over 5,000 words; filter: 300,000 JSON
+events), then runs each checkout's app in its own process, A then B, ``--rounds`` times, each with a fresh
+application id (the whole input, cold state). One stream thread, in-memory stores, no record cache. Times
+from the app reaching RUNNING (after the consumer-group join, which only measures tansu) until the thread
+has processed every input record (word count: sentences + words, both sub-topologies), and prints the
+median per checkout and B/A. "busy" is the stream thread's time inside processing (``process_time_s``).
+This prints numbers; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.tansu_helpers import running_tansu  # noqa: E402
+
+CHILD = """
+import json, sys, time
+root, workload, app_id, bootstrap, total = sys.argv[1:6]
+sys.path.insert(0, root)
+import kstream_nb as ks
+assert ks.__file__.startswith(root), ks.__file__
+b = ks.StreamsBuilder()
+if workload == "wordcount":
+    (b.stream("sentences").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+     .to_stream().to("out-" + app_id))
+else:
+    (b.stream("events").filter(lambda k, v: v["amount"] > 50)
+     .map_values(lambda v: {**v, "doubled": v["amount"] * 2}).to("out-" + app_id))
+config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 10}
+app = ks.KafkaStreams(b.build(), application_id=app_id, bootstrap_servers=bootstrap, default_key_serde="string",
+                      default_value_serde="json", client_config=config, statestore_cache_max_bytes=0)
+app.start()
+app.wait_until_running(60)
+started = time.monotonic()
+thread = app.threads[0]
+while thread.processed_total < int(total):
+    if thread.error is not None:
+        raise SystemExit(f"the app failed: {thread.error!r}")
+    time.sleep(0.01)
+print(json.dumps({"seconds": time.monotonic() - started, "busy": thread.process_time_s}))
+app.stop()
+"""
+
+
+def write_input(bootstrap: str, workload: str, seed: int) -> int:
+    """Writes the workload's input topic; returns how many records the app's thread will process."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rng = random.Random(seed)
+    topic = "sentences" if workload == "wordcount" else "events"
+    for future in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 4, 1)]).values():
+        future.result()
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000}
+    )
+    if workload == "wordcount":
+        vocabulary = [f"w{i}" for i in range(5000)]
+        words = 0
+        for i in range(60_000):
+            n = rng.randint(4, 12)
+            words += n
+            producer.produce(topic, json.dumps(" ".join(rng.choices(vocabulary, k=n))).encode())
+            if i % 5000 == 0:
+                producer.poll(0)
+        total = 60_000 + words
+    else:
+        for i in range(300_000):
+            key = f"k{i % 5000}"
+            producer.produce(topic, json.dumps({"key": key, "ts": i, "amount": rng.randint(1, 100)}).encode(), key)
+            if i % 5000 == 0:
+                producer.poll(0)
+        total = 300_000
+    if producer.flush(60) != 0:
+        raise RuntimeError("writing the input timed out")
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="checkout A (a directory holding kstream_nb/)")
+    parser.add_argument("b", help="checkout B")
+    parser.add_argument("--workload", choices=("wordcount", "filter"), default="wordcount")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    roots = [str(Path(r).resolve()) for r in (args.a, args.b)]
+    results: dict[str, list[dict[str, float]]] = {r: [] for r in roots}
+    with tempfile.TemporaryDirectory() as tmp, running_tansu(Path(tmp) / "tansu.log") as bootstrap:
+        total = write_input(bootstrap, args.workload, args.seed)
+        for round_ in range(args.rounds):
+            for i, root in enumerate(roots):
+                run = subprocess.run(
+                    [sys.executable, "-c", CHILD, root, args.workload, f"ab-{round_}-{i}", bootstrap, str(total)],
+                    capture_output=True, text=True, timeout=600,
+                )  # fmt: skip
+                lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+                if run.returncode != 0 or not lines:
+                    print(f"{root}: run failed ({run.returncode}):\n{run.stderr[-3000:]}", file=sys.stderr)
+                    return 1
+                results[root].append(json.loads(lines[0]))
+                print(f"round {round_} {'AB'[i]}: {results[root][-1]['seconds']:.2f} s", flush=True)
+    medians = {r: statistics.median(x["seconds"] for x in results[r]) for r in roots}
+    for label, root in zip("AB", roots, strict=True):
+        busy = statistics.median(x["busy"] for x in results[root])
+        rate = total / medians[root]
+        print(f"{label} {root}: median {medians[root]:.2f} s ({rate:,.0f} records/s), busy {busy:.2f} s")
+    print(f"B/A time: {medians[roots[1]] / medians[roots[0]]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
