@@ -7,6 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 
+def backend(store: Any) -> Any:
+    """The innermost layer of a store stack (metered -> caching -> change-logging -> backend)."""
+    while hasattr(store, "inner"):
+        store = store.inner
+    return store
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Polls ``condition`` until it returns something truthy (returned); fails naming ``what`` after
     ``timeout`` seconds."""

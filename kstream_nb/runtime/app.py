@@ -27,6 +27,7 @@ from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
@@ -73,6 +74,26 @@ def _interactive() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
+
+
+def store_metrics(tasks: list[Any]) -> dict[str, dict[str, Any]]:
+    """Per store name: the metering layers' counts summed over the given tasks, the scope and task count."""
+    out: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        for name, registered in list(task.stores.items()):
+            store = registered.store
+            if not isinstance(store, StoreMeter):
+                continue
+            metrics = store.metrics()
+            total = out.get(name)
+            if total is None:
+                out[name] = {**metrics, "tasks": 1}
+                continue
+            total["tasks"] += 1
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and key in total:
+                    total[key] += value
+    return dict(sorted(out.items()))
 
 
 class KafkaStreams:
@@ -547,7 +568,8 @@ class KafkaStreams:
         }
 
     def metrics(self) -> dict[str, Any]:
-        """Processed records, rate, latency, lag per partition, dropped records, restore progress."""
+        """Processed records, rate, latency, lag per partition, dropped records, restore progress, and per
+        state store the operation counts of this instance's tasks (``"stores"``)."""
         threads = list(self._threads) + list(self._finished_threads)
         tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
         processed = sum(th.processed_total for th in threads)
@@ -576,6 +598,7 @@ class KafkaStreams:
                 sb.applied for th in list(self._threads) for sb in list(th.standbys.values())
             ),
             "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
+            "stores": store_metrics(tasks),
             "missing-source-topics": self.missing_source_topics()
             if self._state in (State.REBALANCING, State.RUNNING) and not waiting
             else [],

@@ -19,6 +19,8 @@ from kstream_nb.state.window_store import (
     ChangeLoggingWindowStore,
     InMemorySessionStore,
     InMemoryWindowStore,
+    MeteredSessionStore,
+    MeteredWindowStore,
     SessionStore,
     WindowStore,
 )
@@ -426,13 +428,14 @@ class WindowStoreBuilder:
         dsl_store: str | None = None,
         cache_max_bytes: int = 0,
     ) -> Any:
-        """A new store stack: caching (if enabled and ``cache_max_bytes`` > 0) -> change-logging (if enabled)
-        -> backend; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
+        """A new store stack: metered -> caching (if enabled and ``cache_max_bytes`` > 0) -> change-logging (if
+        enabled) -> backend; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
         store: Any = self._make()
         if dsl_store == "rocksdb" and self.follows_dsl_store:
             from kstream_nb.state.rocksdb_window import persistent_equivalent
 
             store = persistent_equivalent(store)
+        backend = store
         key_serde = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
         value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
         use_serdes = getattr(store, "use_serdes", None)
@@ -451,7 +454,10 @@ class WindowStoreBuilder:
                 store = ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
         if cached:
             store = CachingWindowStore(store, thread_cache(cache_max_bytes))
-        return store
+        scope = "rocksdb" if backend.persistent else "in-memory"
+        if isinstance(backend, SessionStore):
+            return MeteredSessionStore(store, f"{scope}-session")
+        return MeteredWindowStore(store, f"{scope}-window")
 
     def __repr__(self) -> str:
         return f"WindowStoreBuilder({self.name!r}, logging={self.logging_enabled}, caching={self.caching_enabled})"

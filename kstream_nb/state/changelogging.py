@@ -117,15 +117,16 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
         return old
 
 
-class MeteredKeyValueStore(WrappedKeyValueStore):
-    """The outermost layer: counts operations for ``metrics()``.
+class StoreMeter:
+    """Operation counts of a store stack, for ``metrics()`` (what the metered layers share).
 
     Point operations only bump an int (no clock reads on the hot path); scans and flushes, which cost
     far more than a clock read, are also timed. Counts from concurrent readers are approximate.
     """
 
-    def __init__(self, inner: KeyValueStore, metrics_scope: str = "in-memory") -> None:
-        super().__init__(inner)
+    inner: Any
+
+    def __init__(self, metrics_scope: str) -> None:
         self.metrics_scope = metrics_scope
         self._gets = 0
         self._puts = 0
@@ -138,7 +139,7 @@ class MeteredKeyValueStore(WrappedKeyValueStore):
     def metrics(self) -> dict[str, Any]:
         """Operation counts and time spent in scans/flushes (milliseconds), with the store's identity."""
         return {
-            "store": self.name,
+            "store": self.inner.name,
             "scope": self.metrics_scope,
             "entries": self.inner.approximate_num_entries(),
             "get_total": self._gets,
@@ -149,6 +150,30 @@ class MeteredKeyValueStore(WrappedKeyValueStore):
             "flush_total": self._flushes,
             "flush_time_ms": self._flush_ns / 1e6,
         }
+
+    def _scan(self, scan: Any, *args: Any) -> Any:
+        start = perf_counter_ns()
+        try:
+            return scan(*args)
+        finally:
+            self._scans += 1
+            self._scan_ns += perf_counter_ns() - start
+
+    def flush(self) -> None:
+        start = perf_counter_ns()
+        try:
+            self.inner.flush()
+        finally:
+            self._flushes += 1
+            self._flush_ns += perf_counter_ns() - start
+
+
+class MeteredKeyValueStore(WrappedKeyValueStore, StoreMeter):
+    """The outermost layer of a key-value store stack: counts operations for ``metrics()``."""
+
+    def __init__(self, inner: KeyValueStore, metrics_scope: str = "in-memory") -> None:
+        WrappedKeyValueStore.__init__(self, inner)
+        StoreMeter.__init__(self, metrics_scope)
 
     def get(self, key: Any) -> Any:
         self._gets += 1
@@ -172,20 +197,10 @@ class MeteredKeyValueStore(WrappedKeyValueStore):
         return self.inner.delete(key)
 
     def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
-        start = perf_counter_ns()
-        try:
-            return self.inner.range(from_key, to_key)
-        finally:
-            self._scans += 1
-            self._scan_ns += perf_counter_ns() - start
+        return self._scan(self.inner.range, from_key, to_key)
 
     def reverse_range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
-        start = perf_counter_ns()
-        try:
-            return self.inner.reverse_range(from_key, to_key)
-        finally:
-            self._scans += 1
-            self._scan_ns += perf_counter_ns() - start
+        return self._scan(self.inner.reverse_range, from_key, to_key)
 
     def all(self) -> list[KeyValue]:
         return self.range()
@@ -193,10 +208,4 @@ class MeteredKeyValueStore(WrappedKeyValueStore):
     def reverse_all(self) -> list[KeyValue]:
         return self.reverse_range()
 
-    def flush(self) -> None:
-        start = perf_counter_ns()
-        try:
-            self.inner.flush()
-        finally:
-            self._flushes += 1
-            self._flush_ns += perf_counter_ns() - start
+    flush = StoreMeter.flush

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.state.changelogging import ChangelogRegistration
+from kstream_nb.state.changelogging import ChangelogRegistration, StoreMeter
 from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
@@ -382,3 +382,57 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
             )
             key = self.key_serde.deserialize(self._topic, key_bytes[:-16])
             self.inner.put(key, start, end, self.value_serde.deserialize(self._topic, value_bytes))
+
+
+class _MeteredWindowedStore(StoreMeter):
+    """The outermost layer of a window or session store stack: counts operations for ``metrics()``."""
+
+    def __init__(self, inner: Any, metrics_scope: str) -> None:
+        super().__init__(metrics_scope)
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self.inner.init(context, root if root is not None else self)
+
+    def all(self) -> list[Any]:
+        return self._scan(self.inner.all)
+
+
+class MeteredWindowStore(_MeteredWindowedStore):
+    """Metering over a window store stack."""
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        self._puts += 1
+        self.inner.put(key, value, window_start)
+
+    def fetch(self, key: Any, window_start: int) -> Any:
+        self._gets += 1
+        return self.inner.fetch(key, window_start)
+
+    def fetch_range(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+        return self._scan(self.inner.fetch_range, key, time_from, time_to)
+
+    def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
+        return self._scan(self.inner.fetch_all, time_from, time_to)
+
+
+class MeteredSessionStore(_MeteredWindowedStore):
+    """Metering over a session store stack."""
+
+    def put(self, key: Any, start: int, end: int, value: Any) -> None:
+        self._puts += 1
+        self.inner.put(key, start, end, value)
+
+    def remove(self, key: Any, start: int, end: int) -> None:
+        self._deletes += 1
+        self.inner.remove(key, start, end)
+
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        self._gets += 1
+        return self.inner.fetch_session(key, start, end)
+
+    def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+        return self._scan(self.inner.find_sessions, key, earliest_end, latest_start)

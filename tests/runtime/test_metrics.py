@@ -111,3 +111,33 @@ def test_skipped_and_error_metrics(url, make_app):
     assert metrics["skipped-deserialization-total"] == 1
     assert metrics["process-total"] == 1
     assert metrics["error"] is None
+
+
+def test_store_metrics_count_operations_of_key_value_window_and_session_stores(url, make_app):
+    """Every store stack has a metering layer on top: ``metrics()["stores"]`` sums its counts over tasks."""
+    b = ks.StreamsBuilder()
+    grouped = b.stream("clicks").group_by_key()
+    grouped.count(store="totals")
+    grouped.windowed_by(ks.TimeWindows.of(10_000)).count(store="per-window")
+    grouped.windowed_by(ks.SessionWindows.with_gap(5_000)).count(store="sessions")
+    ks.produce(
+        "clicks", [("a", 1), ("b", 1), ("a", 1), ("a", 1)], bootstrap_servers=url, partitions=2,
+        timestamps=[1_000, 2_000, 3_000, 15_000],
+    )  # fmt: skip
+    app = make_app(b.build())
+    app.start().wait_until_running().wait_until_idle()
+    stores = app.metrics()["stores"]
+    assert sorted(stores) == ["per-window", "sessions", "totals"]
+    assert (stores["totals"]["scope"], stores["totals"]["tasks"]) == ("in-memory", 2)
+    assert (stores["totals"]["entries"], stores["totals"]["get_total"], stores["totals"]["put_total"]) == (2, 4, 4)
+    window = stores["per-window"]
+    assert (window["scope"], window["entries"], window["put_total"], window["get_total"]) == (
+        "in-memory-window",
+        3,  # a@0, b@0, a@10000
+        4,
+        4,
+    )
+    session = stores["sessions"]
+    assert session["scope"] == "in-memory-session" and session["entries"] == 3  # a [1000, 3000], b, a [15000]
+    assert session["put_total"] == 4 and session["delete_total"] == 1  # a's session grew once: old one removed
+    assert session["scan_total"] == 4  # one find_sessions per record

@@ -11,6 +11,7 @@ from pathlib import Path
 import kstream_nb as ks
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, TimeWindows
 from kstream_nb.state.rocksdb_window import RocksDBSessionStore, RocksDBWindowStore
+from tests.helpers import backend
 
 
 def test_dsl_window_session_and_join_stores_are_rocksdb(tmp_path: Path) -> None:
@@ -30,9 +31,9 @@ def test_dsl_window_session_and_join_stores_are_rocksdb(tmp_path: Path) -> None:
         driver.create_input_topic("right").pipe_input("k", "r", timestamp=7)
         joined = driver.create_output_topic("joined").read_key_values_to_list()
         stores = {name: s for task in driver.tasks for name, r in task.stores.items() for s in [r.store]}
-        assert isinstance(stores["per-window"].inner, RocksDBWindowStore)
-        assert isinstance(stores["sessions"].inner, RocksDBSessionStore)
-        join_stores = [s.inner for n, s in stores.items() if n.startswith("KSTREAM-JOIN")]
+        assert isinstance(backend(stores["per-window"]), RocksDBWindowStore)
+        assert isinstance(backend(stores["sessions"]), RocksDBSessionStore)
+        join_stores = [backend(s) for n, s in stores.items() if n.startswith("KSTREAM-JOIN")]
         assert len(join_stores) == 2 and all(isinstance(s, RocksDBWindowStore) for s in join_stores)
         assert all(s.retain_duplicates for s in join_stores)
         assert stores["per-window"].fetch_all() == [

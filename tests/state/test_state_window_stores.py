@@ -12,6 +12,7 @@ from rocksdict import Options, Rdict
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import StreamsError
 from kstream_nb.state.builders import Stores, WindowStoreBuilder
+from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.rocksdb_window import RocksDBSessionStore, RocksDBWindowStore
 from kstream_nb.state.store import ValueAndTimestamp
 from kstream_nb.state.window_store import (
@@ -20,6 +21,7 @@ from kstream_nb.state.window_store import (
     InMemorySessionStore,
     InMemoryWindowStore,
 )
+from tests.helpers import backend
 
 BACKENDS = ["in_memory", "rocksdb"]
 
@@ -93,10 +95,12 @@ def test_a_cached_window_store_reads_through_its_cache_and_writes_below_on_flush
         assert store.all() == [("b", 0, 3), ("b", 20, 1)]
         assert store.fetch_all(10, 20) == [("b", 20, 1)]
         assert store.approximate_num_entries() == 2
-        assert store.inner.fetch("b", 0) == 2 and store.inner.fetch("a", 10) == 1  # not yet below
+        below = caching_layer(store).inner  # type: ignore[union-attr]
+        assert below.fetch("b", 0) == 2 and below.fetch("a", 10) == 1  # not yet written below the cache
         store.flush()
         assert flushed[2:] == [(("b", 0), 3, 2, 8), (("b", 20), 1, None, 8), (("a", 10), None, 1, 8)]
-        assert store.inner.all() == [("b", 0, 3), ("b", 20, 1)]
+        assert below.all() == [("b", 0, 3), ("b", 20, 1)]
+        assert store.metrics()["put_total"] == 6 and store.metrics()["scope"].endswith("-window")
     finally:
         store.close()
 
@@ -105,9 +109,7 @@ def test_window_put_fetch_and_scans_in_natural_key_order(persistent: bool, open_
     store = window_store(persistent, open_stores, retention=1_000, size=10)
     for key, value, start in [(10, "a", 0), (9, "b", 10), (1, "c", 0), (10, "d", 20)]:
         store.put(key, value, start)
-    assert type(store.inner if hasattr(store, "inner") else store) is (
-        RocksDBWindowStore if persistent else InMemoryWindowStore
-    )
+    assert type(backend(store)) is (RocksDBWindowStore if persistent else InMemoryWindowStore)
     assert store.fetch(10, 0) == "a" and store.fetch(10, 10) is None and store.fetch(2, 0) is None
     # 1's JSON bytes are a prefix of 10's: the scan of 1 must not see 10's windows
     assert store.fetch_range(1, 0, 100) == [(0, "c")]
@@ -169,7 +171,7 @@ def test_window_changelog_bytes_and_restore_across_backends(
 ) -> None:
     """Both backends log the same records, and each restores what either logged."""
     store = window_store(persistent, open_stores, retention=100, timestamped=True, logging=True)
-    assert isinstance(store, ChangeLoggingWindowStore)
+    assert isinstance(store.inner, ChangeLoggingWindowStore)  # below the metering layer
     context = store._context
     store.put("k", ValueAndTimestamp(1, 7), 0)
     store.put("k", ValueAndTimestamp(2, 9), 10)
@@ -213,9 +215,7 @@ def test_duplicate_changelog_keys_carry_the_sequence_number(
 
 def test_session_put_find_fetch_remove(persistent: bool, open_stores: Any) -> None:
     store = session_store(persistent, open_stores, retention=1_000)
-    assert type(store.inner if hasattr(store, "inner") else store) is (
-        RocksDBSessionStore if persistent else InMemorySessionStore
-    )
+    assert type(backend(store)) is (RocksDBSessionStore if persistent else InMemorySessionStore)
     store.put("k", 10, 20, 2)
     store.put("k", 0, 5, 1)
     store.put("k", 30, 30, 3)
@@ -253,7 +253,7 @@ def test_session_changelog_restores_across_backends(
     persistent: bool, open_stores: Any, make_context: Any, tmp_path: Path
 ) -> None:
     store = session_store(persistent, open_stores, retention=100, logging=True)
-    assert isinstance(store, ChangeLoggingSessionStore)
+    assert isinstance(store.inner, ChangeLoggingSessionStore)
     store.put("k", 0, 5, 1)
     store.put("k", 0, 9, 2)
     store.remove("k", 0, 5)
@@ -348,11 +348,11 @@ def test_dsl_store_choice_swaps_only_dsl_builders() -> None:
     """``default_dsl_store="rocksdb"`` makes DSL window stores persistent; a ``Stores`` supplier is kept."""
     dsl = WindowStoreBuilder("w", lambda: InMemoryWindowStore("w", 50, 10, retain_duplicates=True))
     swapped = dsl.build(None, None, "rocksdb")
-    assert isinstance(swapped.inner, RocksDBWindowStore)
+    assert isinstance(backend(swapped), RocksDBWindowStore)
     assert (swapped.retention_ms, swapped.window_size_ms, swapped.retain_duplicates) == (50, 10, True)
     assert swapped.persistent
-    assert isinstance(dsl.build(None, None, "in_memory").inner, InMemoryWindowStore)
+    assert isinstance(backend(dsl.build(None, None, "in_memory")), InMemoryWindowStore)
     sessions = WindowStoreBuilder("s", lambda: InMemorySessionStore("s", 50)).with_logging_disabled()
-    assert isinstance(sessions.build(None, None, "rocksdb"), RocksDBSessionStore)
+    assert isinstance(backend(sessions.build(None, None, "rocksdb")), RocksDBSessionStore)
     kept = Stores.window_store_builder(Stores.in_memory_window_store("w", 10, 10))
-    assert isinstance(kept.build(None, None, "rocksdb").inner, InMemoryWindowStore)
+    assert isinstance(backend(kept.build(None, None, "rocksdb")), InMemoryWindowStore)
