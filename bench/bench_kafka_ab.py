@@ -65,7 +65,8 @@ def write_input(bootstrap: str, workload: str, seed: int) -> int:
 
     rng = random.Random(seed)
     topic = "sentences" if workload == "wordcount" else "events"
-    for future in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 4, 1)]).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    for future in admin.create_topics([NewTopic(topic, 4, 1)]).values():
         future.result()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000}
