@@ -628,8 +628,9 @@ class KafkaProducer(Producer):
         return send
 
     def in_flight(self) -> int:
-        """Records handed to the producer and not yet acknowledged by the broker."""
+        """Records handed to the producer and not yet acknowledged by the broker (raises a failed delivery)."""
         self._producer.poll(0)
+        self._check()
         return len(self._producer)
 
     def flush(self, timeout: float = 30.0) -> None:

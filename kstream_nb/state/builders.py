@@ -378,7 +378,8 @@ class Stores:
 
 
 class WindowStoreBuilder:
-    """Builds a window or session store stack for each task (change-logging unless disabled).
+    """Builds a window or session store stack for each task: metered, cached when enabled, change-logged
+    unless disabled.
 
     ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
     backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
