@@ -238,6 +238,7 @@ class CachingLayer:
     """What the key-value and window caching layers share: their part of the thread cache, the flush
     listener, and the timestamp of the entry being flushed (what the layers below see as current)."""
 
+    inner: Any
     _cache: NamedCache
     _flush_listener: CacheFlushListener | None = None
     _flush_timestamp: int | None = None
@@ -250,6 +251,20 @@ class CachingLayer:
     def set_flush_listener(self, listener: CacheFlushListener | None) -> None:
         """Calls ``listener(key, new, old, timestamp, headers)`` for each entry a flush writes below."""
         self._flush_listener = listener
+
+    def flush(self) -> None:
+        """Writes the dirty entries below (last-update order, calling the flush listener), then flushes below."""
+        self._cache.flush()
+        self.inner.flush()
+
+    def close(self) -> None:
+        """Flushes the cache (as Kafka does), then frees it and closes the store below, even if the flush fails."""
+        try:
+            if self.inner.is_open:
+                self._cache.flush()
+        finally:
+            self._cache.close()
+            self.inner.close()
 
 
 class CacheFlushContext(DelegatingStoreContext):
@@ -416,21 +431,9 @@ class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
             k = json_order(key)
             return (from_key is None or json_order(from_key) <= k) and (to_key is None or k <= json_order(to_key))
 
-    # ---- lifecycle ------------------------------------------------------------------------------
-
-    def flush(self) -> None:
-        """Writes the dirty entries below (last-update order, calling the flush listener), then flushes below."""
-        self._cache.flush()
-        self.inner.flush()
-
-    def close(self) -> None:
-        """Flushes the cache (as Kafka does), then frees it and closes the store below, even if the flush fails."""
-        try:
-            if self.inner.is_open:
-                self._cache.flush()
-        finally:
-            self._cache.close()
-            self.inner.close()
+    # the cache's, not WrappedKeyValueStore's pass-through
+    flush = CachingLayer.flush
+    close = CachingLayer.close
 
     def __repr__(self) -> str:
         return f"CachingKeyValueStore({self.inner!r}, {self._cache!r})"

@@ -125,21 +125,5 @@ class CachingWindowStore(CachingLayer):
 
     to_pandas = WindowStore.to_pandas
 
-    # ---- lifecycle ------------------------------------------------------------------------------
-
-    def flush(self) -> None:
-        """Writes the dirty windows below (last-update order, calling the flush listener), then flushes below."""
-        self._cache.flush()
-        self.inner.flush()
-
-    def close(self) -> None:
-        """Flushes the cache, then frees it and closes the store below, even if the flush fails."""
-        try:
-            if self.inner.is_open:
-                self._cache.flush()
-        finally:
-            self._cache.close()
-            self.inner.close()
-
     def __repr__(self) -> str:
         return f"CachingWindowStore({self.inner!r}, {self._cache!r})"

@@ -109,7 +109,9 @@ def test_mixed_topology_with_branches_merge_and_a_processor_node_gives_the_same_
     assert [r.timestamp for r in out["rest"]] == sorted(r.timestamp for r in out["rest"])
 
 
-def test_a_fused_chain_creates_no_record_objects(monkeypatch) -> None:
+@pytest.fixture
+def records_created(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """Counts ``Record`` objects made from now on; call it for the count so far."""
     created = 0
     original = Record.__init__
 
@@ -118,13 +120,17 @@ def test_a_fused_chain_creates_no_record_objects(monkeypatch) -> None:
         created += 1
         original(self, *args, **kwargs)
 
+    monkeypatch.setattr(Record, "__init__", counting)
+    return lambda: created
+
+
+def test_a_fused_chain_creates_no_record_objects(records_created) -> None:
     b = ks.StreamsBuilder()
     b.stream("in").filter(lambda k, v: v > 1).map_values(lambda v: v * 2).peek(lambda k, v: None).to("out")
-    monkeypatch.setattr(Record, "__init__", counting)
     with ks.TopologyTestDriver(b.build()) as d:
         d.create_input_topic("in").pipe_value_list([1, 2, 3])
         assert d.create_output_topic("out").read_values_to_list() == [4, 6]
-    assert created == 0
+    assert records_created() == 0
 
 
 def _aggregations(b: ks.StreamsBuilder) -> None:
@@ -175,22 +181,13 @@ def test_aggregations_give_the_same_updates_timestamps_and_drops_fused_and_not(m
     assert [(r.key, r.value) for r in out["lists"]][-1] == ("a", [1, 3, 9])
 
 
-def test_a_count_read_as_a_stream_creates_no_record_objects(monkeypatch) -> None:
-    created = 0
-    original = Record.__init__
-
-    def counting(self: Record, *args: Any, **kwargs: Any) -> None:
-        nonlocal created
-        created += 1
-        original(self, *args, **kwargs)
-
+def test_a_count_read_as_a_stream_creates_no_record_objects(records_created) -> None:
     b = ks.StreamsBuilder()
     b.stream("in").flat_map_values(str.split).group_by(lambda k, w: w).count().to_stream().to("out")
-    monkeypatch.setattr(Record, "__init__", counting)
     with ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 0}) as d:
         d.create_input_topic("in").pipe_value_list(["a b", "b"])
         assert d.create_output_topic("out").read_key_values_to_list() == [("a", 1), ("b", 1), ("b", 2)]
-    assert created == 0
+    assert records_created() == 0
 
 
 @pytest.mark.parametrize(
