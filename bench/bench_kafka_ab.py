@@ -3,13 +3,17 @@
     git worktree add /tmp/ks-base HEAD~1
     .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --rounds 3            # word count
     .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --workload filter
+    .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --workload window
 
 Writes the input once (word count: 60,000 sentences of 4-12 words over 5,000 words; filter: 300,000 JSON
-events), then runs each checkout's app in its own process, A then B, ``--rounds`` times, each with a fresh
-application id (the whole input, cold state). One stream thread, in-memory stores, no record cache. Times
-from the app reaching RUNNING (after the consumer-group join, which only measures tansu) until the thread
-has processed every input record (word count: sentences + words, both sub-topologies), and prints the
-median per checkout and B/A. "busy" is the stream thread's time inside processing (``process_time_s``).
+events; window: the same events with record timestamps over 100 s, summed per key in 10 s tumbling
+windows with 5 s grace, final results only), then runs each checkout's app in its own process, A then
+B, ``--rounds`` times, each with a fresh application id (the whole input, cold state). One stream
+thread, in-memory stores, no record cache. Times from the app reaching RUNNING (after the consumer-group
+join, which only measures tansu) until the thread has processed every input record (word count:
+sentences + words, both sub-topologies), and prints the median per checkout and B/A. "busy" is the
+stream thread's time inside processing (``process_time_s``).
+
 This prints numbers; it is not a test.
 """
 
@@ -39,9 +43,14 @@ b = ks.StreamsBuilder()
 if workload == "wordcount":
     (b.stream("sentences").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
      .to_stream().to("out-" + app_id))
-else:
+elif workload == "filter":
     (b.stream("events").filter(lambda k, v: v["amount"] > 50)
      .map_values(lambda v: {**v, "doubled": v["amount"] * 2}).to("out-" + app_id))
+else:
+    (b.stream("events").map_values(lambda v: v["amount"]).group_by_key()
+     .windowed_by(ks.TimeWindows.of(10_000).grace(5_000)).reduce(lambda a, b: a + b, store="sums")
+     .suppress(ks.until_window_closes()).to_stream().map(lambda w, s: (w.key, {"start": w.start, "sum": s}))
+     .to("out-" + app_id))
 config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 10}
 app = ks.KafkaStreams(b.build(), application_id=app_id, bootstrap_servers=bootstrap, default_key_serde="string",
                       default_value_serde="json", client_config=config, statestore_cache_max_bytes=0)
@@ -82,9 +91,11 @@ def write_input(bootstrap: str, workload: str, seed: int) -> int:
                 producer.poll(0)
         total = 60_000 + words
     else:
+        base = 1_700_000_000_000 if workload == "window" else 0  # record timestamps over 100 s (0: now)
         for i in range(300_000):
             key = f"k{i % 5000}"
-            producer.produce(topic, json.dumps({"key": key, "ts": i, "amount": rng.randint(1, 100)}).encode(), key)
+            value = json.dumps({"key": key, "ts": i, "amount": rng.randint(1, 100)}).encode()
+            producer.produce(topic, value, key, timestamp=base + i // 3 if base else 0)
             if i % 5000 == 0:
                 producer.poll(0)
         total = 300_000
@@ -97,7 +108,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", help="checkout A (a directory holding kstream_nb/)")
     parser.add_argument("b", help="checkout B")
-    parser.add_argument("--workload", choices=("wordcount", "filter"), default="wordcount")
+    parser.add_argument("--workload", choices=("wordcount", "filter", "window"), default="wordcount")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
