@@ -91,7 +91,7 @@ def store_metrics(tasks: list[Any]) -> dict[str, dict[str, Any]]:
                 continue
             total["tasks"] += 1
             for key, value in metrics.items():
-                if isinstance(value, int | float) and key in total:
+                if isinstance(value, int | float):
                     total[key] += value
     return dict(sorted(out.items()))
 

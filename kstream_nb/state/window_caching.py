@@ -14,10 +14,10 @@ from typing import Any
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.caching import CacheFlushContext, CachingLayer, LRUCacheEntry, ThreadCache, entry_size
 from kstream_nb.state.store import StateStore, StateStoreContext, sort_keys
-from kstream_nb.state.window_store import WindowStore
+from kstream_nb.state.window_store import WindowStore, WrappedWindowedStore
 
 
-class CachingWindowStore(CachingLayer):
+class CachingWindowStore(WrappedWindowedStore, CachingLayer):
     """Buffers window writes in the thread's record cache; reads see the cache over the store below.
 
     Only the thread that initialized the store changes the cache; reads from other threads (interactive
@@ -25,14 +25,11 @@ class CachingWindowStore(CachingLayer):
     """
 
     def __init__(self, inner: Any, cache: ThreadCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._cache = cache.named_cache(inner.name)
         self._cache.listener = self._write_flushed
         self._context: StateStoreContext | None = None
         self._owner = -1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context

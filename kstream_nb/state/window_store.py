@@ -295,19 +295,30 @@ class InMemorySessionStore(SessionStore):
         self._by_end, self._ends = {}, []
 
 
-class _ChangeLoggingLayer:
-    """What the window and session change-logging layers share: the wrapped store, serdes, changelog topic,
-    and restoring (RocksDB stores take the changelog bytes as they are: the same key layout)."""
+class WrappedWindowedStore:
+    """A layer of a window or session store stack (metering, caching, change-logging): what it does not
+    define itself, the store below answers."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self.inner.init(context, root if root is not None else self)
+
+
+class _ChangeLoggingLayer(WrappedWindowedStore):
+    """What the window and session change-logging layers share: serdes, changelog topic, and restoring
+    (RocksDB stores take the changelog bytes as they are: the same key layout)."""
 
     def __init__(self, inner: Any, key_serde: Serde, value_serde: Serde) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.key_serde = key_serde
         self.value_serde = value_serde
         self._topic = ""
         self._context: StateStoreContext | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
@@ -384,18 +395,12 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
             self.inner.put(key, start, end, self.value_serde.deserialize(self._topic, value_bytes))
 
 
-class _MeteredWindowedStore(StoreMeter):
+class _MeteredWindowedStore(WrappedWindowedStore, StoreMeter):
     """The outermost layer of a window or session store stack: counts operations for ``metrics()``."""
 
     def __init__(self, inner: Any, metrics_scope: str) -> None:
-        super().__init__(metrics_scope)
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self.inner.init(context, root if root is not None else self)
+        WrappedWindowedStore.__init__(self, inner)
+        StoreMeter.__init__(self, metrics_scope)
 
     def all(self) -> list[Any]:
         return self._scan(self.inner.all)
