@@ -145,7 +145,7 @@ class KTable:
 
     def suppress(self, suppressed: Any, name: str | None = None) -> KTable:
         """Holds updates back: ``ks.until_window_closes()`` (final results) or ``ks.until_time_limit(d)``."""
-        from kstream_nb.processor.suppress import KTableSuppress, Suppressed
+        from kstream_nb.processor.suppress import KTableSuppress, Suppressed, SuppressionBufferBuilder
 
         if not isinstance(suppressed, Suppressed):
             raise TypeError(
@@ -157,7 +157,11 @@ class KTable:
             )
         close_ms = self.window_close_ms or 0
         node = name or self._builder.new_name("KTABLE-SUPPRESS")
-        self._builder.topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms), self.node)
+        # Kafka's names: "<name>-store", else KTABLE-SUPPRESS-STATE-STORE-<index>
+        store = f"{name}-store" if name else self._builder.new_name("KTABLE-SUPPRESS-STATE-STORE")
+        topology = self._builder.topology
+        topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms, store), self.node)
+        topology.add_state_store(SuppressionBufferBuilder(store, self.key_serde, self.value_serde), node)
         table = KTable(self._builder, node, self.key_serde, self.value_serde)
         table.window_close_ms = self.window_close_ms
         return table

@@ -3,21 +3,30 @@
 The buffer keeps the latest update per key with a buffer time (window end, or the time the key first
 entered the buffer); when stream time passes buffer time + the suppression duration, the key is
 released. Final-result suppression never releases tombstones.
+
+The buffer is a change-logged in-memory store (Kafka's InMemoryTimeOrderedKeyValueBuffer, changelog
+``<application_id>-<store>-changelog``): updates held back when an instance stops or dies are restored
+with the task and released when their time comes, wherever the task runs next.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from kstream_nb.cluster.records import Headers
+from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
-from kstream_nb.errors import StreamsError
+from kstream_nb.errors import SerializationError, StreamsError
 from kstream_nb.processor.api import Change, Processor, Record
+from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
-from kstream_nb.state.store import json_order
+from kstream_nb.state.builders import KeyValueStoreBuilder, Stores
+from kstream_nb.state.store import KeyValueStore, json_order
 
 
 @dataclass(frozen=True)
@@ -83,14 +92,24 @@ class KTableSuppress(Processor):
 
     context: NodeContext
 
-    def __init__(self, suppressed: Suppressed, window_close_ms: int) -> None:
+    def __init__(self, suppressed: Suppressed, window_close_ms: int, store_name: str) -> None:
         self.suppressed = suppressed
         self.duration = window_close_ms if suppressed.until_window_closes else suppressed.time_limit_ms
+        self.store_name = store_name
         self.observed_stream_time = -1
+        #: the buffered updates by key (the store holds the same, for the changelog and restores)
         self.buffer: dict[Any, tuple[int, Record]] = {}
-        self._bytes = 0
         #: no buffered key has a buffer time below this (lets _enforce skip the scan while nothing is due)
         self._min_buffer_time = _NOTHING_BUFFERED
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store: KeyValueStore = context.get_state_store(self.store_name)
+        for key, held in self.store.all():
+            self.buffer[key] = (held.buffer_time, Record(key, held.change, held.timestamp, held.headers))
+            # stream time had passed every buffered update, and nothing was due then
+            self.observed_stream_time = max(self.observed_stream_time, held.timestamp)
+        self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
 
     def process(self, record: Record) -> None:
         if record.timestamp > self.observed_stream_time:
@@ -106,6 +125,7 @@ class KTableSuppress(Processor):
             previous = self.buffer.get(key)
             buffer_time = previous[0] if previous is not None else record.timestamp
         self.buffer[key] = (buffer_time, record)
+        self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if buffer_time < self._min_buffer_time:
             self._min_buffer_time = buffer_time
         self._enforce()
@@ -138,6 +158,7 @@ class KTableSuppress(Processor):
 
     def _emit(self, key: Any) -> None:
         _, record = self.buffer.pop(key)
+        self.store.delete(key)
         change: Change = record.value
         if change.new_value is None and self.suppressed.until_window_closes:
             return
@@ -156,3 +177,94 @@ def _ordered(entries: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
 
 def _key_order(key: Any) -> Any:
     return (key.key, key.start) if isinstance(key, Windowed) else key
+
+
+class BufferedUpdate(NamedTuple):
+    """A suppression buffer entry as stored and change-logged: the update with its record context."""
+
+    buffer_time: int
+    timestamp: int
+    headers: Headers
+    change: Change
+
+
+_KEY_HEAD = struct.Struct(">Bqq")
+_VALUE_HEAD = struct.Struct(">qqi")
+_LENGTH = struct.Struct(">i")
+
+
+class BufferKeySerde(Serde):
+    """Buffer keys: a flag byte, then the table key's bytes; windowed keys add start and end (8 bytes each)."""
+
+    def __init__(self, inner: Serde) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if isinstance(data, Windowed):
+            return _KEY_HEAD.pack(1, data.start, data.end) + (self.inner.serialize(topic, data.key) or b"")
+        return b"\x00" + (self.inner.serialize(topic, data) or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if data[:1] == b"\x01" and len(data) >= _KEY_HEAD.size:
+            _, start, end = _KEY_HEAD.unpack_from(data)
+            return Windowed(self.inner.deserialize(topic, data[_KEY_HEAD.size :]), start, end)
+        if data[:1] == b"\x00":
+            return self.inner.deserialize(topic, data[1:])
+        raise SerializationError(f"corrupt suppression buffer key in topic {topic!r}: {data[:32]!r}")
+
+
+class BufferValueSerde(Serde):
+    """Buffer values: buffer time, record timestamp, the headers, then the change (``ChangeSerde``)."""
+
+    def __init__(self, inner: Serde) -> None:
+        self.change = ChangeSerde(inner)
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        parts = [_VALUE_HEAD.pack(data.buffer_time, data.timestamp, len(data.headers))]
+        for name, value in data.headers:
+            encoded = name.encode()
+            parts += (_LENGTH.pack(len(encoded)), encoded)
+            parts += (_LENGTH.pack(-1),) if value is None else (_LENGTH.pack(len(value)), bytes(value))
+        parts.append(self.change.serialize(topic, data.change) or b"")
+        return b"".join(parts)
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            buffer_time, timestamp, count = _VALUE_HEAD.unpack_from(data)
+            pos, headers = _VALUE_HEAD.size, []
+            for _ in range(count):
+                (n,) = _LENGTH.unpack_from(data, pos)
+                name = data[pos + 4 : pos + 4 + n].decode()
+                pos += 4 + n
+                (n,) = _LENGTH.unpack_from(data, pos)
+                headers.append((name, None if n < 0 else data[pos + 4 : pos + 4 + n]))
+                pos += 4 + max(n, 0)
+        except (struct.error, UnicodeDecodeError) as e:
+            raise SerializationError(f"corrupt suppression buffer value in topic {topic!r}: {data[:32]!r}") from e
+        return BufferedUpdate(buffer_time, timestamp, tuple(headers), self.change.deserialize(topic, data[pos:]))
+
+
+class SuppressionBufferBuilder(KeyValueStoreBuilder):
+    """The suppression buffer's store: in memory, change-logged, never cached; its serdes wrap the table's."""
+
+    def __init__(self, name: str, key_serde: SerdeSpec | None, value_serde: SerdeSpec | None) -> None:
+        super().__init__(Stores.in_memory_key_value_store(name))
+        self.table_key_serde = key_serde
+        self.table_value_serde = value_serde
+
+    def build(
+        self,
+        default_key_serde: SerdeSpec | None = None,
+        default_value_serde: SerdeSpec | None = None,
+        dsl_store: str | None = None,
+        cache_max_bytes: int = 0,
+    ) -> KeyValueStore:
+        key = serde_from(next(s for s in (self.table_key_serde, default_key_serde, "json") if s is not None))
+        value = serde_from(next(s for s in (self.table_value_serde, default_value_serde, "json") if s is not None))
+        return super().build(BufferKeySerde(key), BufferValueSerde(value))

@@ -5,9 +5,18 @@ from __future__ import annotations
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.errors import StreamsError
-from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
-from kstream_nb.processor.windows import TimeWindows
+from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.errors import SerializationError, StreamsError
+from kstream_nb.processor.api import Change
+from kstream_nb.processor.suppress import (
+    BufferConfig,
+    BufferedUpdate,
+    BufferKeySerde,
+    BufferValueSerde,
+    until_time_limit,
+    until_window_closes,
+)
+from kstream_nb.processor.windows import TimeWindows, Windowed
 
 
 def _counts_by_value(suppressed: object) -> ks.StreamsBuilder:
@@ -86,3 +95,37 @@ def test_until_time_limit_zero_emits_every_update() -> None:
         i.pipe_input("k2", "v1", timestamp=1)
         got = [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out").read_records_to_list()]
     assert got == [("v1", 1, 0), ("v1", 2, 1)]
+
+
+def _windowed_suppressed(name: str | None = None) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    counts = b.stream("in").group_by_key().windowed_by(TimeWindows(10_000)).count()
+    counts.suppress(until_window_closes(), name=name).to_stream().to("out")
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    ("name", "store"), [(None, "KTABLE-SUPPRESS-STATE-STORE-0000000004"), ("final", "final-store")]
+)
+def test_the_suppression_buffer_is_a_logged_store_named_as_in_kafka(name: str | None, store: str) -> None:
+    description = _windowed_suppressed(name).describe()
+    nodes = {node["name"]: node for sub in description.subtopologies for node in sub["nodes"]}
+    assert nodes[name or "KTABLE-SUPPRESS-0000000003"]["stores"] == [store]
+    assert store in description.changelog_stores
+
+
+def test_buffer_keys_and_values_round_trip_windowed_and_plain_keys_with_headers() -> None:
+    keys, values = BufferKeySerde(serde_from("json")), BufferValueSerde(serde_from("json"))
+    for key in (Windowed({"user": "a"}, 10_000, 20_000), Windowed("b", -5, 7), "plain", ["composite", 1]):
+        assert keys.deserialize("t", keys.serialize("t", key)) == key
+    held = BufferedUpdate(20_000, 12_345, (("trace", b"\x00\x01"), ("empty", None)), Change({"n": 2}, None))
+    assert values.deserialize("t", values.serialize("t", held)) == held
+    tombstone = BufferedUpdate(7, 3, (), Change(None, 4))
+    assert values.deserialize("t", values.serialize("t", tombstone)) == tombstone
+
+
+def test_a_corrupt_buffer_record_names_its_topic() -> None:
+    with pytest.raises(SerializationError, match="suppression buffer key in topic 'app-x-changelog'"):
+        BufferKeySerde(serde_from("json")).deserialize("app-x-changelog", b"\x07junk")
+    with pytest.raises(SerializationError, match="suppression buffer value in topic 'app-x-changelog'"):
+        BufferValueSerde(serde_from("json")).deserialize("app-x-changelog", b"\x00\x01")
