@@ -23,6 +23,7 @@ NO_TIMESTAMP = -1
 
 class _WindowAggregate(Processor):
     context: NodeContext
+    windows: Any
 
     def __init__(self, store_name: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                  emit: str = ON_WINDOW_UPDATE) -> None:  # fmt: skip
@@ -38,6 +39,30 @@ class _WindowAggregate(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        if not self.emit_on_update and context.exactly_once:
+            self._resume_final_results()
+
+    def _resume_final_results(self) -> None:
+        """After a restart or a task move, takes up emission where it stopped instead of emitting again the
+        closed windows still in the store (Kafka keeps the last emit time in the commit's metadata).
+
+        Only under exactly-once: the restored store then holds exactly what the committed input made, so its
+        newest record is the stream time and every window that time had closed was emitted. Under
+        at-least-once the changelog may run ahead of the committed offsets; the closed windows still in the
+        store are emitted again (duplicates, never a loss).
+        """
+        latest = self._latest_timestamp()
+        if latest != NO_TIMESTAMP:
+            self.observed_stream_time = latest
+            self.last_emit_close_time = self._close_time(latest)
+
+    def _latest_timestamp(self) -> int:
+        """The newest record timestamp in the store (the windows' timestamps are their newest record's)."""
+        return max((vt.timestamp for _, _, vt in self.store.fetch_all()), default=NO_TIMESTAMP)
+
+    def _close_time(self, stream_time: int) -> int:
+        """Windows ending at or before this are closed (emitted, under emit-on-close) at ``stream_time``."""
+        return int(stream_time - self.windows.grace_ms)
 
     def _forward(self, windowed: Windowed, new: Any, old: Any, timestamp: int) -> None:
         self.context.forward(Record(windowed, Change(new, old), timestamp, self.context.headers))
@@ -265,6 +290,12 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
             self._merge_and_put(key, record.value, ts, start, end, merged, agg)
         if not self.emit_on_update:
             self._emit_closed(close_time)
+
+    def _latest_timestamp(self) -> int:
+        return max((end for _, _, end, _ in self.store.all()), default=NO_TIMESTAMP)
+
+    def _close_time(self, stream_time: int) -> int:
+        return int(stream_time - self.windows.grace_ms - self.windows.gap_ms)
 
     def _merge_and_put(self, key: Any, value: Any, ts: int, start: int, end: int,
                        merged: list[tuple[int, int, Any]], agg: Any) -> None:  # fmt: skip

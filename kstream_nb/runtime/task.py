@@ -130,6 +130,7 @@ class StreamTask:
         self._topology = topology
         self._collector = collector
         self.copies_on_send = collector.copies_on_send
+        self.exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self._wall_clock = wall_clock
         self.stream_time = -1
         self.current_topic: str | None = None
@@ -161,7 +162,6 @@ class StreamTask:
         #: under exactly-once the checkpoint is removed while the task runs and written on a clean close:
         #: after a crash, stores on disk may hold writes of an aborted transaction, so they are wiped and
         #: restored from the changelog (what Kafka Streams does)
-        self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
         # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
@@ -283,7 +283,7 @@ class StreamTask:
             offsets = {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}
         except (FileNotFoundError, ValueError, TypeError, KeyError):
             offsets = {}
-        if self._exactly_once:
+        if self.exactly_once:
             if offsets:
                 path.unlink()
             else:

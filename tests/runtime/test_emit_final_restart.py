@@ -1,0 +1,69 @@
+"""emit_strategy("on_window_close") across a restart: exactly-once takes up where it stopped (each final
+result once); at-least-once emits the closed windows still in the store again (duplicates, no loss)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import kstream_nb as ks
+from tests.runtime.test_record_cache import records
+
+WINDOWS = {
+    "tumbling": lambda: ks.TimeWindows.of(10_000).grace(0),
+    "sliding": lambda: ks.SlidingWindows.of_time_difference_and_grace(10_000, 0),
+    "session": lambda: ks.SessionWindows.of_inactivity_gap_and_grace(5_000, 0),
+}
+
+
+def final_counts(kind: str) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    (
+        b.stream("clicks")
+        .group_by_key()
+        .windowed_by(WINDOWS[kind]())
+        .emit_strategy("on_window_close")
+        .count(store="wc")
+        .to_stream()
+        .map(lambda w, n: (f"{w.key}@{w.start}", n))
+        .to("final-counts")
+    )
+    return b.build()
+
+
+def run_once(make_app: Callable[..., ks.KafkaStreams], kind: str, guarantee: str) -> None:
+    app = make_app(final_counts(kind), processing_guarantee=guarantee)
+    app.start().wait_until_running(30)
+    app.wait_until_idle(30)
+    assert app.stop(timeout=10)
+
+
+@pytest.mark.parametrize("kind", list(WINDOWS))
+def test_exactly_once_emits_each_final_result_once_across_a_restart(
+    url: str, make_app: Callable[..., ks.KafkaStreams], kind: str
+) -> None:
+    ks.produce("clicks", [("a", 1), ("b", 1), ("c", 1)], bootstrap_servers=url, timestamps=[1_000, 2_000, 40_000])
+    run_once(make_app, kind, "exactly_once_v2")
+    first = records(url, "final-counts")
+    assert {k.split("@")[0] for k, _ in first} == {"a", "b"}
+    # after the restart: a late record for a closed window is dropped, c's window closes, nothing repeats
+    ks.produce("clicks", [("a", 1), ("d", 1)], bootstrap_servers=url, timestamps=[3_000, 55_000])
+    run_once(make_app, kind, "exactly_once_v2")
+    after = records(url, "final-counts")
+    assert after[: len(first)] == first
+    emitted = [k for k, _ in after]
+    assert len(emitted) == len(set(emitted)), f"a final result emitted twice: {after}"
+    assert any(k.startswith("c@") for k in emitted[len(first) :])
+
+
+def test_at_least_once_may_repeat_final_results_after_a_restart_but_loses_none(
+    url: str, make_app: Callable[..., ks.KafkaStreams]
+) -> None:
+    ks.produce("clicks", [("a", 1), ("b", 1), ("c", 1)], bootstrap_servers=url, timestamps=[1_000, 2_000, 25_000])
+    run_once(make_app, "tumbling", "at_least_once")
+    assert records(url, "final-counts") == [("a@0", 1), ("b@0", 1)]
+    ks.produce("clicks", [("d", 1)], bootstrap_servers=url, timestamps=[45_000])
+    run_once(make_app, "tumbling", "at_least_once")
+    after = records(url, "final-counts")
+    assert set(after) == {("a@0", 1), ("b@0", 1), ("c@20000", 1)}
