@@ -105,6 +105,7 @@ class KTableSuppress(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store: KeyValueStore = context.get_state_store(self.store_name)
+        self.buffer = {}
         for key, held in self.store.all():
             self.buffer[key] = (held.buffer_time, Record(key, held.change, held.timestamp, held.headers))
             # stream time had passed every buffered update, and nothing was due then
@@ -265,6 +266,6 @@ class SuppressionBufferBuilder(KeyValueStoreBuilder):
         dsl_store: str | None = None,
         cache_max_bytes: int = 0,
     ) -> KeyValueStore:
-        key = serde_from(next(s for s in (self.table_key_serde, default_key_serde, "json") if s is not None))
-        value = serde_from(next(s for s in (self.table_value_serde, default_value_serde, "json") if s is not None))
+        key = serde_from(self.table_key_serde or default_key_serde or "json")
+        value = serde_from(self.table_value_serde or default_value_serde or "json")
         return super().build(BufferKeySerde(key), BufferValueSerde(value))
