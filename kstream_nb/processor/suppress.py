@@ -26,6 +26,7 @@ from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import KeyValueStoreBuilder, Stores
+from kstream_nb.state.changelogging import FlushLoggingKeyValueStore
 from kstream_nb.state.store import KeyValueStore, json_order
 
 
@@ -252,7 +253,10 @@ class BufferValueSerde(Serde):
 
 
 class SuppressionBufferBuilder(KeyValueStoreBuilder):
-    """The suppression buffer's store: in memory, change-logged, never cached; its serdes wrap the table's."""
+    """The suppression buffer's store: in memory, never cached, its serdes wrapping the table's; each key
+    changed since the last commit is logged once at the commit (as Kafka's buffer does), not every update."""
+
+    logging_layer = FlushLoggingKeyValueStore
 
     def __init__(self, name: str, key_serde: SerdeSpec | None, value_serde: SerdeSpec | None) -> None:
         super().__init__(Stores.in_memory_key_value_store(name))

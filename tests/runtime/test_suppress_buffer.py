@@ -102,3 +102,20 @@ def test_held_results_follow_their_task_to_another_instance(
     ks.produce("clicks", [("a", 1), ("b", 1)], bootstrap_servers=url, timestamps=[30_000, 30_000])
     wait_for(lambda: len(records(url, "window-counts")) == 2, what="the held windows released")
     assert sorted(records(url, "window-counts")) == [("a@0", 1), ("b@0", 1)]
+
+
+def test_the_buffer_logs_each_held_key_once_per_commit(url: str, make_app: Callable[..., ks.KafkaStreams]) -> None:
+    """50 updates of one window within a commit: one changelog record, the latest (Kafka logs dirty keys
+    at the commit), not one per update."""
+    ks.produce("clicks", [("a", 1)] * 50, bootstrap_servers=url, timestamps=list(range(1_000, 1_050)))
+    app = make_app(final_counts_topology(), commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    app.wait_until_idle(30)
+    assert app.stop(timeout=10)  # the final commit
+    log = ks.read_topic(f"app-{STORE}-changelog", bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
+    assert len(log) == 1
+    assert log["timestamp"].iloc[0] == 1_049  # the last update's
+    again = make_app(final_counts_topology())
+    again.start().wait_until_running(30)
+    ks.produce("clicks", [("b", 1)], bootstrap_servers=url, timestamps=[30_000])
+    wait_for(lambda: records(url, "window-counts") == [("a@0", 50)], what="the restored count released")

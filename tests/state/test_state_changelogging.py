@@ -6,6 +6,7 @@ import pytest
 
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore
+from kstream_nb.state.changelogging import FlushLoggingKeyValueStore
 
 
 def test_logs_serialized_changes(context, json_serde) -> None:
@@ -34,6 +35,34 @@ def test_logs_serialized_changes(context, json_serde) -> None:
         (topic, 2, b'"b"', None, 200),
     ]
     assert dict(store) == {"a": 1, "lily": {"n": 7}, "zoe": 1}
+
+
+def test_flush_logging_writes_each_changed_key_once_per_flush(context, json_serde) -> None:
+    """The suppression buffer's layer: no record per write; at the flush, each key changed since the last
+    one with its latest value (a tombstone if it is gone) and the timestamp of its last change."""
+    store = FlushLoggingKeyValueStore(InMemoryKeyValueStore("buffer"), json_serde, json_serde)
+    store.init(context)
+    topic = "app-buffer-changelog"
+    for ts, (key, value) in enumerate([("a", 1), ("b", 1), ("a", 2), ("c", 1)], start=100):
+        context.timestamp = ts
+        store.put(key, value)
+    context.timestamp = 104
+    store.delete("c")  # put and deleted between two flushes: still a tombstone (the key may be logged before)
+    assert context.logged == []
+    assert store.get("a") == 2  # reads see every write at once
+    store.flush()
+    assert context.logged == [
+        (topic, 2, b'"a"', b"2", 102),
+        (topic, 2, b'"b"', b"1", 101),
+        (topic, 2, b'"c"', None, 104),
+    ]
+    context.logged.clear()
+    store.flush()
+    assert context.logged == []  # nothing changed since
+    context.timestamp = 200
+    store.delete("a")
+    store.flush()
+    assert context.logged == [(topic, 2, b'"a"', None, 200)]
 
 
 def test_registers_once_with_restore_and_topic(context, json_serde) -> None:
