@@ -447,10 +447,27 @@ class KafkaStreams:
         while time.monotonic() < deadline:
             if self._state in (State.ERROR, State.PENDING_ERROR):
                 raise StreamsError(f"app {self.application_id!r} failed: {self.error}") from self.error
-            if self._state == State.RUNNING and not any(self.lag().values()) and self._all_tasks_drained():
+            if self._idle():
                 return self
             time.sleep(0.01)
         raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
+
+    def _idle(self) -> bool:
+        """RUNNING with every stream thread holding its tasks, and those tasks at the end of their input,
+        before and after the check: a thread failing, joining or rebalancing meanwhile leaves partitions
+        that no task holds, which a lag of 0 would hide."""
+
+        def settled() -> dict[str, set[str]] | None:
+            with self._lock:
+                threads = list(self._threads)
+                if self._state != State.RUNNING or any(t.state != "RUNNING" for t in threads):
+                    return None
+                return {t.name: set(t.tasks) for t in threads}
+
+        before = settled()
+        if before is None or any(self.lag().values()) or not self._all_tasks_drained():
+            return False
+        return settled() == before
 
     def _all_tasks_drained(self) -> bool:
         tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from runtime_helpers import expected_counts, latest_per_key, store_dict, word_count_topology
 
 import kstream_nb as ks
@@ -158,3 +159,20 @@ def test_two_instances_share_the_tasks_and_count_exactly(url, make_app):
     combined = {**store_dict(first), **store_dict(second)}
     assert combined == expected
     assert not set(store_dict(first)) & set(store_dict(second))
+
+
+def test_wait_until_idle_waits_while_a_thread_has_not_taken_its_tasks(url, make_app):
+    """A thread that failed and is being replaced, or that rebalances, holds no tasks: its partitions show
+    no lag anywhere, so idle also needs every stream thread RUNNING (it was a race in a crash test)."""
+    ks.produce("sentences", _sentences(50, seed=4), bootstrap_servers=url, partitions=2)
+    app = make_app(_word_count("out"), num_stream_threads=2)
+    app.start().wait_until_running(30)
+    app.wait_until_idle(30)
+    rebalancing = app.threads[1]
+    rebalancing.state = "PARTITIONS_REVOKED"  # what a thread between two assignments reports
+    try:
+        with pytest.raises(TimeoutError):
+            app.wait_until_idle(0.3)
+    finally:
+        rebalancing.state = "RUNNING"
+    app.wait_until_idle(5)
