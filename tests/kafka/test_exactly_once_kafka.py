@@ -8,7 +8,8 @@ the store (it may hold writes of the aborted transaction) before restoring it. U
 (in-memory stores) nothing is lost; the test prints how many duplicate updates it saw.
 
 Each instance is ``wordcount_instance.py``. ``KSTREAM_FAULT_N`` overrides the number of sentences,
-``KSTREAM_FAULT_KILLS`` the number of kills.
+``KSTREAM_FAULT_KILLS`` the number of kills. A third run counts words per 10 s window of event time with
+final results only (``suppress``): under ``exactly_once_v2`` each window's count arrives once and exact.
 
 A broker deviation shapes the exactly-once run: when a restarted producer registers its transactional id
 again (``init_transactions``), Kafka aborts the transaction its killed predecessor left open; tansu 0.6.0
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ import kstream_nb as ks
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.records import TopicPartition
+from tests.kafka.wordcount_instance import GRACE_MS, WINDOW_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -120,19 +123,30 @@ def progress(admin: Any, group: str, topics: list[str]) -> tuple[int, int]:
 
 
 def run_with_kills(
-    bootstrap: str, guarantee: str, tmp_path: Path, seed: int, dsl_store: str, avoid_commits: bool = False
+    bootstrap: str,
+    guarantee: str,
+    tmp_path: Path,
+    seed: int,
+    dsl_store: str,
+    avoid_commits: bool = False,
+    topology: str = "wordcount",
+    n: int = N,
+    at_end: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:
+    """Runs two instances of ``topology`` over ``n`` sentences (record i at event time start + i ms), killing
+    one; ``at_end(sink, start)`` runs once every input record is committed, before the instances stop."""
     suffix = f"{guarantee.replace('_', '')}-{os.urandom(4).hex()}"
     source, sink, app_id = f"fault-in-{suffix}", f"fault-out-{suffix}", f"fault-wc-{suffix}"
-    data = sentences(N)
+    data = sentences(n)
+    start = int(time.time() * 1000) - n
     t0 = time.monotonic()
-    ks.produce(source, data, bootstrap_servers=bootstrap, partitions=PARTITIONS)
+    ks.produce(source, data, bootstrap_servers=bootstrap, partitions=PARTITIONS, timestamps=start)
     connect(bootstrap).admin().create_topics([TopicSpec(sink, PARTITIONS)], exist_ok=True)
     produced_s = time.monotonic() - t0
     args = [bootstrap, app_id, source, sink, guarantee]
-    a = Instance([*args, str(tmp_path / "state-a"), dsl_store], tmp_path / "a.log",
+    a = Instance([*args, str(tmp_path / "state-a"), dsl_store, topology], tmp_path / "a.log",
                  tmp_path / "a.flag" if avoid_commits else None)  # fmt: skip
-    b = Instance([*args, str(tmp_path / "state-b"), dsl_store], tmp_path / "b.log")
+    b = Instance([*args, str(tmp_path / "state-b"), dsl_store, topology], tmp_path / "b.log")
     rng = random.Random(seed)
     admin = connect(bootstrap).admin()
     repartition = f"{app_id}-counts-repartition"
@@ -168,34 +182,38 @@ def run_with_kills(
                 pytest.fail(f"the instances did not finish: {done}/{total} committed")
             time.sleep(0.25)
         processed_s = time.monotonic() - t1
+        if at_end is not None:
+            at_end(sink, start)
     finally:
         a.stop()
         b.stop()
     out = ks.read_topic(sink, bootstrap_servers=bootstrap)
-    changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=bootstrap)
-    expected = Counter(w for s in data for w in s.split())
-    repartitioned = len(ks.read_topic(repartition, bootstrap_servers=bootstrap))
-    print(f"\n{guarantee}: {repartitioned} records in the repartition topic for {sum(expected.values())} words")
-    final_out = {k: v for k, v in out.sort_values(["partition", "offset"]).groupby("key")["value"].last().items()}
-    final_changelog = {
-        k: v for k, v in changelog.sort_values(["partition", "offset"]).groupby("key")["value"].last().items()
-    }
     timings = f"produce {produced_s:.1f}s, kills {kills_s:.1f}s, processing {processed_s:.1f}s"
     print(
-        f"\n{guarantee}: N={N} seed={seed} input consumed at kills: {kill_progress}; {timings}; "
+        f"\n{guarantee} {topology}: N={n} seed={seed} input consumed at kills: {kill_progress}; {timings}; "
         f"kills deferred out of a commit: {a.deferred}"
     )
     mid = [p for p in kill_progress if int(p.split("/")[0]) < int(p.split("/")[1])]
     assert mid, f"no kill landed while the input was being processed ({kill_progress}): raise N"
-    return {
-        "expected": expected,
-        "updates": Counter(out["key"]),
-        "final_out": final_out,
-        "final_changelog": final_changelog,
+    result = {
+        "data": data,
+        "start": start,
+        "out": out,
         "kill_progress": kill_progress,
-        "logs": (a.log.read_text(errors="replace")[-2000:], b.log.read_text(errors="replace")[-2000:]),
         "wipes": a.log.read_text(errors="replace").count("wiping"),
     }
+    if topology == "wordcount":
+        changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=bootstrap)
+        expected = Counter(w for s in data for w in s.split())
+        repartitioned = len(ks.read_topic(repartition, bootstrap_servers=bootstrap))
+        print(f"{guarantee}: {repartitioned} records in the repartition topic for {sum(expected.values())} words")
+        result["expected"] = expected
+        result["updates"] = Counter(out["key"])
+        result["final_out"] = dict(out.sort_values(["partition", "offset"]).groupby("key")["value"].last())
+        result["final_changelog"] = dict(
+            changelog.sort_values(["partition", "offset"]).groupby("key")["value"].last()
+        )
+    return result
 
 
 @pytest.mark.timeout(600)
@@ -222,6 +240,49 @@ def test_at_least_once_loses_nothing_under_sigkill(kafka_bootstrap: str, tmp_pat
     assert all(r["updates"][w] >= c for w, c in expected.items())
     duplicates = sum(r["updates"].values()) - sum(expected.values())
     print(f"at_least_once: {duplicates} duplicate updates in the output topic after {KILLS} SIGKILLs")
+
+
+def expected_final_windows(data: list[str], start: int) -> dict[str, int]:
+    """Final count per ``word@window start`` (sentence i at event time start + i ms)."""
+    counts: Counter[str] = Counter()
+    for i, sentence in enumerate(data):
+        ts = start + i
+        window = ts - ts % WINDOW_MS
+        counts.update(f"{word}@{window}" for word in sentence.split())
+    return dict(counts)
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """Windowed counts through suppress(until_window_closes()): the suppression buffer holds every window
+    until the end, across the kills (restored from its changelog by whichever instance gets the task). When
+    the input is done, a sentence far ahead in event time closes every window: each final count arrives
+    exactly once and exact."""
+    n = N // 4
+    flush_words = [f"zz{i}" for i in range(40)]  # murmur2 spreads them over every repartition partition
+
+    def close_every_window(sink: str, start: int) -> None:
+        ks.produce(
+            f"fault-in-{sink.removeprefix('fault-out-')}",
+            [" ".join(flush_words)],
+            bootstrap_servers=kafka_bootstrap,
+            timestamps=[start + n + GRACE_MS + WINDOW_MS],
+        )
+        expected = len(expected_final_windows(sentences(n), start))
+        deadline = time.monotonic() + 120
+        while (got := len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))) < expected:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{got} of {expected} final window counts after 120 s")
+            time.sleep(0.5)
+        time.sleep(1)  # a duplicate would come right behind
+
+    r = run_with_kills(
+        kafka_bootstrap, "exactly_once_v2", tmp_path, random.randrange(1 << 30), "in_memory",
+        avoid_commits=True, topology="window", n=n, at_end=close_every_window,
+    )  # fmt: skip
+    out = r["out"]
+    assert not out["key"].duplicated().any(), "a final window count was emitted twice"
+    assert dict(zip(out["key"], out["value"], strict=True)) == expected_final_windows(r["data"], r["start"])
 
 
 def test_tansu_commits_a_fenced_open_transaction(kafka_bootstrap: str) -> None:

@@ -1,6 +1,10 @@
 """One word-count app instance against a Kafka broker, in its own process, until it is killed.
 
-    python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR DSL_STORE [COMMIT_FLAG]
+    python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR DSL_STORE TOPOLOGY
+        [COMMIT_FLAG]
+
+``TOPOLOGY``: ``wordcount`` (every count update) or ``window`` (final counts per word and 10 s window of
+event time, through ``suppress(until_window_closes())``; the grace outlasts the input's time span).
 
 Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
 at random moments. Prints ``STATE <new>`` on every state change (flushed at once); SIGTERM stops it cleanly.
@@ -34,6 +38,31 @@ def word_count(source: str, sink: str) -> ks.Topology:
     return b.build()
 
 
+WINDOW_MS = 10_000
+#: longer than the fault test's input spans in event time: records from upstream tasks that lag behind are
+#: never late, so the final counts are exact whatever the interleaving
+GRACE_MS = 1_000_000
+
+
+def final_window_counts(source: str, sink: str) -> ks.Topology:
+    b = ks.StreamsBuilder()
+    (
+        b.stream(source)
+        .flat_map_values(str.split)
+        .group_by(lambda k, w: w)
+        .windowed_by(ks.TimeWindows.of(WINDOW_MS).grace(GRACE_MS))
+        .count(store="counts")
+        .suppress(ks.until_window_closes())
+        .to_stream()
+        .map(lambda w, n: (f"{w.key}@{w.start}", n))
+        .to(sink)
+    )
+    return b.build()
+
+
+TOPOLOGIES = {"wordcount": word_count, "window": final_window_counts}
+
+
 def publish_commit_phase(path: str) -> None:
     """Keeps byte 0 of ``path`` at 1 while any stream thread commits a transaction."""
     from kstream_nb.runtime.stream_thread import StreamThread
@@ -60,11 +89,11 @@ def publish_commit_phase(path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, application_id, source, sink, guarantee, state_dir, dsl_store = argv[:7]
-    if len(argv) > 7:
-        publish_commit_phase(argv[7])
+    bootstrap, application_id, source, sink, guarantee, state_dir, dsl_store, topology = argv[:8]
+    if len(argv) > 8:
+        publish_commit_phase(argv[8])
     app = ks.KafkaStreams(
-        word_count(source, sink),
+        TOPOLOGIES[topology](source, sink),
         application_id=application_id,
         bootstrap_servers=bootstrap,
         processing_guarantee=guarantee,
