@@ -102,6 +102,9 @@ class KTableSuppress(Processor):
         self.buffer: dict[Any, tuple[int, Record]] = {}
         #: no buffered key has a buffer time below this (lets _enforce skip the scan while nothing is due)
         self._min_buffer_time = _NOTHING_BUFFERED
+        #: with a byte bound: each buffered key's size estimate, and their sum
+        self._sizes: dict[Any, int] | None = {} if suppressed.buffer.max_bytes is not None else None
+        self._bytes = 0
 
     def init(self, context: Any) -> None:
         super().init(context)
@@ -109,6 +112,7 @@ class KTableSuppress(Processor):
         self.buffer = {}
         for key, held in self.store.all():
             self.buffer[key] = (held.buffer_time, Record(key, held.change, held.timestamp, held.headers))
+            self._track_size(key, held.change)
             # stream time had passed every buffered update, and nothing was due then
             self.observed_stream_time = max(self.observed_stream_time, held.timestamp)
         self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
@@ -127,6 +131,8 @@ class KTableSuppress(Processor):
             previous = self.buffer.get(key)
             buffer_time = previous[0] if previous is not None else record.timestamp
         self.buffer[key] = (buffer_time, record)
+        if self._sizes is not None:
+            self._track_size(key, record.value)
         self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if buffer_time < self._min_buffer_time:
             self._min_buffer_time = buffer_time
@@ -153,13 +159,19 @@ class KTableSuppress(Processor):
     def _over_capacity(self, config: BufferConfig) -> bool:
         if config.max_records is not None and len(self.buffer) > config.max_records:
             return True
-        if config.max_bytes is not None:
-            size = sum(len(orjson.dumps(r.value, default=str)) for _, r in self.buffer.values())
-            return size > config.max_bytes
-        return False
+        return config.max_bytes is not None and self._bytes > config.max_bytes
+
+    def _track_size(self, key: Any, change: Change) -> None:
+        """Keeps the byte count of a byte-bounded buffer: the JSON size of key, new and old value."""
+        if self._sizes is not None:
+            size = len(orjson.dumps([key, change.new_value, change.old_value], default=str))
+            self._bytes += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
 
     def _emit(self, key: Any) -> None:
         _, record = self.buffer.pop(key)
+        if self._sizes is not None:
+            self._bytes -= self._sizes.pop(key)
         self.store.delete(key)
         change: Change = record.value
         if change.new_value is None and self.suppressed.until_window_closes:

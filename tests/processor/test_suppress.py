@@ -46,6 +46,18 @@ def test_emit_early_when_full_releases_the_oldest_key() -> None:
     assert got == [("v1", 1, 0)]
 
 
+def test_a_byte_bound_emits_the_oldest_key_once_the_buffer_outgrows_it() -> None:
+    # each buffered count of a value weighs len('["v1",1,null]') = 13 bytes: two fit in 30, three do not
+    b = _counts_by_value(until_time_limit(1000, BufferConfig.with_max_bytes(30).emit_early_when_full()))
+    with ks.TopologyTestDriver(b.build()) as d:
+        i = d.create_input_topic("in")
+        for t, (key, value) in enumerate([("k1", "v1"), ("k2", "v2"), ("k3", "v3"), ("k4", "v3")]):
+            i.pipe_input(key, value, timestamp=t)
+        got = [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out").read_records_to_list()]
+    # v3's second update replaces its entry (now 10 bytes): still two keys, nothing more released
+    assert got == [("v1", 1, 0)]
+
+
 def test_until_window_closes_rejects_a_non_windowed_table() -> None:
     b = ks.StreamsBuilder()
     table = b.table("in")
