@@ -9,10 +9,11 @@ Writes the input once (word count: 60,000 sentences of 4-12 words over 5,000 wor
 events; window: the same events with record timestamps over 100 s, summed per key in 10 s tumbling
 windows with 5 s grace, final results only), then runs each checkout's app in its own process, A then
 B, ``--rounds`` times, each with a fresh application id (the whole input, cold state). One stream
-thread, in-memory stores, no record cache. Times from the app reaching RUNNING (after the consumer-group
-join, which only measures tansu) until the thread has processed every input record (word count:
-sentences + words, both sub-topologies), and prints the median per checkout and B/A. "busy" is the
-stream thread's time inside processing (``process_time_s``).
+thread, in-memory stores, no record cache unless ``--cache-bytes`` (``--commit-ms`` sets the commit
+interval). Times from the app reaching RUNNING (after the consumer-group join, which only measures tansu)
+until the thread has processed every input record (word count: sentences + words, both sub-topologies),
+and prints the median per checkout and B/A. "busy" is the stream thread's time inside processing
+(``process_time_s``).
 
 This prints numbers; it is not a test.
 """
@@ -35,7 +36,7 @@ from tests.tansu_helpers import running_tansu  # noqa: E402
 
 CHILD = """
 import json, sys, time
-root, workload, app_id, bootstrap, total = sys.argv[1:6]
+root, workload, app_id, bootstrap, total, cache, commit = sys.argv[1:8]
 sys.path.insert(0, root)
 import kstream_nb as ks
 assert ks.__file__.startswith(root), ks.__file__
@@ -53,7 +54,8 @@ else:
      .to("out-" + app_id))
 config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 10}
 app = ks.KafkaStreams(b.build(), application_id=app_id, bootstrap_servers=bootstrap, default_key_serde="string",
-                      default_value_serde="json", client_config=config, statestore_cache_max_bytes=0)
+                      default_value_serde="json", client_config=config, statestore_cache_max_bytes=int(cache),
+                      **({"commit_interval_ms": int(commit)} if int(commit) > 0 else {}))
 app.start()
 app.wait_until_running(60)
 started = time.monotonic()
@@ -111,6 +113,8 @@ def main() -> int:
     parser.add_argument("--workload", choices=("wordcount", "filter", "window"), default="wordcount")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache-bytes", type=int, default=0, help="statestore_cache_max_bytes (default 0)")
+    parser.add_argument("--commit-ms", type=int, default=0, help="commit_interval_ms (default: Kafka's 30 s)")
     args = parser.parse_args()
     roots = [str(Path(r).resolve()) for r in (args.a, args.b)]
     results: dict[str, list[dict[str, float]]] = {r: [] for r in roots}
@@ -119,7 +123,8 @@ def main() -> int:
         for round_ in range(args.rounds):
             for i, root in enumerate(roots):
                 run = subprocess.run(
-                    [sys.executable, "-c", CHILD, root, args.workload, f"ab-{round_}-{i}", bootstrap, str(total)],
+                    [sys.executable, "-c", CHILD, root, args.workload, f"ab-{round_}-{i}", bootstrap, str(total),
+                     str(args.cache_bytes), str(args.commit_ms)],
                     capture_output=True, text=True, timeout=600,
                 )  # fmt: skip
                 lines = [line for line in run.stdout.splitlines() if line.startswith("{")]

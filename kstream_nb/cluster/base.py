@@ -178,8 +178,14 @@ class Producer(ABC):
     def begin_transaction(self) -> None:
         """Starts a transaction (transactional producers also start one at the first send)."""
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], consumer: Consumer) -> None:
-        """Adds the consumer group's offsets (next record to read per partition) to the transaction."""
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        consumer: Consumer,
+        metadata: Mapping[TopicPartition, str] | None = None,
+    ) -> None:
+        """Adds the consumer group's offsets (next record to read per partition) to the transaction, each
+        with its ``metadata`` string when given (kept with the offset, as ``commit`` does)."""
 
     def commit_transaction(self) -> None:
         """Makes the transaction's records and offsets visible together (nothing open: no-op)."""
@@ -224,11 +230,19 @@ class Consumer(ABC):
     def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
 
     @abstractmethod
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Synchronously commits, for each partition, the offset of the next record to read."""
+    def commit(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
+        """Synchronously commits, for each partition, the offset of the next record to read, with its
+        ``metadata`` string when given (Kafka's offset commit metadata)."""
 
     @abstractmethod
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]: ...
+
+    def committed_metadata(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """The metadata committed with each partition's offset (partitions without any are left out; a
+        broker that does not keep it gives none)."""
+        return {}
 
     def take_broker_error(self) -> str | None:
         """The last "broker away" error seen since the previous call (the client reconnects by itself)."""

@@ -51,7 +51,7 @@ from kstream_nb.cluster.base import (
     TopicExistsError,
     TopicSpec,
 )
-from kstream_nb.cluster.kafka_consumer import KafkaConsumer
+from kstream_nb.cluster.kafka_consumer import KafkaConsumer, with_metadata
 from kstream_nb.cluster.records import Headers, TopicPartition
 from kstream_nb.errors import (
     BrokerUnavailableError,
@@ -667,11 +667,16 @@ class KafkaProducer(Producer):
         self._txn_call("begin_transaction", self._producer.begin_transaction)
         self._in_transaction = True
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], consumer: Any) -> None:
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        consumer: Any,
+        metadata: Mapping[TopicPartition, str] | None = None,
+    ) -> None:
         if not self.transactional or not offsets:
             return
         self.begin_transaction()
-        ck_offsets = [CKTopicPartition(tp.topic, tp.partition, int(off)) for tp, off in as_offsets(offsets)]
+        ck_offsets = [with_metadata(tp, int(off), metadata) for tp, off in as_offsets(offsets)]
         self._txn_call(
             "send_offsets_to_transaction",
             self._producer.send_offsets_to_transaction,

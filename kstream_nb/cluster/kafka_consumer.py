@@ -478,7 +478,12 @@ class KafkaConsumer(Consumer):
 
     # ---- offsets -------------------------------------------------------------------------------
 
-    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        metadata: Mapping[TopicPartition, str] | None = None,
+        asynchronous: bool = False,
+    ) -> None:
         """Commits, for each partition, the offset of the next record to read (synchronously by default).
 
         When the group has moved the partitions to another member meanwhile, nothing is committed and a
@@ -491,7 +496,7 @@ class KafkaConsumer(Consumer):
             tp = _tp(tp)
             if not isinstance(offset, int) or offset < 0:
                 raise StreamsError(f"cannot commit offset {offset!r} for partition {tp}")
-            checked.append(CKTopicPartition(tp.topic, tp.partition, offset))
+            checked.append(with_metadata(tp, offset, metadata))
         if not checked:
             return
         if self._lost:
@@ -526,17 +531,21 @@ class KafkaConsumer(Consumer):
                     f"cannot commit offset for {tp_result.topic}-{tp_result.partition}: {err.str()}"
                 )
 
-    def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def _committed(self, tps: list[TopicPartition]) -> list[Any]:
         if not tps:
-            return {}
+            return []
         try:
-            result = self._consumer.committed(
-                [CKTopicPartition(tp.topic, tp.partition) for tp in tps], timeout=self.cluster.timeout_s
+            return list(
+                self._consumer.committed(
+                    [CKTopicPartition(tp.topic, tp.partition) for tp in tps], timeout=self.cluster.timeout_s
+                )
             )
         except KafkaException as e:
             raise StreamsError(f"cannot read the committed offsets of group {self.group_id!r}: {e}") from e
+
+    def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}
-        for r in result:
+        for r in self._committed(tps):
             offset = r.offset
             out[TopicPartition(r.topic, r.partition)] = int(offset) if offset is not None and offset >= 0 else None
         return out
@@ -545,6 +554,14 @@ class KafkaConsumer(Consumer):
         self._require_group()
         tps = [_tp(tp) for tp in partitions]
         return self._committed_offsets(tps)
+
+    def committed_metadata(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        self._require_group()
+        return {
+            TopicPartition(r.topic, r.partition): r.metadata
+            for r in self._committed([_tp(tp) for tp in partitions])
+            if r.metadata
+        }
 
     def group_metadata(self) -> Any:
         """The group's metadata (member, generation) for ``send_offsets_to_transaction``."""
@@ -567,3 +584,11 @@ class KafkaConsumer(Consumer):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def with_metadata(tp: TopicPartition, offset: int, metadata: Mapping[TopicPartition, str] | None) -> Any:
+    """The client's TopicPartition of a commit: the offset, and the partition's metadata when given."""
+    given = (metadata or {}).get(tp)
+    if given is None:
+        return CKTopicPartition(tp.topic, tp.partition, offset)
+    return CKTopicPartition(tp.topic, tp.partition, offset, given)

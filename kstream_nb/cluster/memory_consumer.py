@@ -307,7 +307,9 @@ class MemoryConsumer(Consumer):
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
         self._check_open()
         group_id = self._require_group()
         checked = {}
@@ -316,13 +318,23 @@ class MemoryConsumer(Consumer):
                 raise StreamsError(f"cannot commit offset {offset!r} for partition {as_tp(tp)}")
             checked[as_tp(tp)] = offset
         with self.cluster.cond:
-            self.cluster.group(group_id).offsets.update(checked)
+            group = self.cluster.group(group_id)
+            group.offsets.update(checked)
+            for tp in checked:  # as Kafka: a commit replaces the metadata too (none given: empty)
+                group.offset_metadata[tp] = (metadata or {}).get(tp, "")
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         group_id = self._require_group()
         with self.cluster.cond:
             group = self.cluster._groups.get(group_id)
             return {tp: (group.offsets.get(tp) if group else None) for tp in map(as_tp, partitions)}
+
+    def committed_metadata(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        group_id = self._require_group()
+        with self.cluster.cond:
+            group = self.cluster._groups.get(group_id)
+            saved = group.offset_metadata if group else {}
+            return {tp: saved[tp] for tp in map(as_tp, partitions) if saved.get(tp)}
 
     def request_rebalance(self) -> None:
         self._check_open()

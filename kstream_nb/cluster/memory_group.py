@@ -67,6 +67,7 @@ class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.offsets: dict[TopicPartition, int] = {}
+        self.offset_metadata: dict[TopicPartition, str] = {}
         self.members: dict[str, GroupMember] = {}
         self.timeouts: dict[str, GroupTimeouts] = {}
         self.assignor: GroupAssignor | None = None

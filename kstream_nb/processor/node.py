@@ -51,6 +51,10 @@ class TaskHandle(Protocol):
 
     def get_store(self, name: str) -> StateStore: ...
 
+    def processor_metadata_for_key(self, key: str) -> int | None: ...
+
+    def add_processor_metadata_key_value(self, key: str, value: int) -> None: ...
+
     def schedule(
         self, interval_ms: int, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
     ) -> Cancellable: ...
@@ -189,6 +193,15 @@ class NodeContext(ProcessorContext):
     def exactly_once(self) -> bool:
         """Whether the app runs exactly_once_v2 (restored stores then match the committed input exactly)."""
         return self._task.exactly_once
+
+    def processor_metadata_for_key(self, key: str) -> int | None:
+        """A value committed with the task's offsets (``add_processor_metadata_key_value``), or None."""
+        return self._task.processor_metadata_for_key(key)
+
+    def add_processor_metadata_key_value(self, key: str, value: int) -> None:
+        """Keeps ``value`` with the task's next offset commit, so that it outlives a restart or a task move
+        exactly as far as the committed offsets do (Kafka keeps it in the commit's metadata)."""
+        self._task.add_processor_metadata_key_value(key, value)
 
     @property
     def node_name(self) -> str:

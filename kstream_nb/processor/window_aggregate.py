@@ -39,17 +39,25 @@ class _WindowAggregate(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
-        if not self.emit_on_update and context.exactly_once:
-            self._resume_final_results()
+        if not self.emit_on_update:
+            # after a restart or a task move, emission takes up where it stopped instead of emitting again
+            # the closed windows still in the store: Kafka keeps the last emit time with the committed offsets
+            saved = context.processor_metadata_for_key(self.store_name)
+            if saved is not None:
+                self.last_emit_close_time = saved
+            elif context.exactly_once:
+                self._resume_from_store()
 
-    def _resume_final_results(self) -> None:
-        """After a restart or a task move, takes up emission where it stopped instead of emitting again the
-        closed windows still in the store (Kafka keeps the last emit time in the commit's metadata).
+    def _emitted_up_to(self, close_time: int) -> None:
+        """Every window closed at ``close_time`` was emitted: kept with the next offset commit."""
+        self.last_emit_close_time = close_time
+        self.context.add_processor_metadata_key_value(self.store_name, close_time)
 
-        Only under exactly-once: the restored store then holds exactly what the committed input made, so its
-        newest record is the stream time and every window that time had closed was emitted. Under
-        at-least-once the changelog may run ahead of the committed offsets; the closed windows still in the
-        store are emitted again (duplicates, never a loss).
+    def _resume_from_store(self) -> None:
+        """For brokers that drop the commit's metadata (tansu), under exactly-once: the restored store holds
+        exactly what the committed input made, so its newest record is the stream time and every window that
+        time had closed was emitted. Under at-least-once the changelog may run ahead of the committed offsets,
+        so nothing is derived: the closed windows still in the store are emitted again (duplicates, no loss).
         """
         latest = self._latest_timestamp()
         if latest != NO_TIMESTAMP:
@@ -134,7 +142,7 @@ class KStreamWindowAggregate(_WindowAggregate):
             closed = [(start, key, vt) for key, start, vt in self.store.fetch_all(max(low, 0), high)]
             for start, key, vt in _by_start_then_key(closed):
                 self._forward(Windowed(key, start, start + size), vt.value, None, vt.timestamp)
-        self.last_emit_close_time = close_time
+        self._emitted_up_to(close_time)
 
 
 class KStreamSlidingWindowAggregate(_WindowAggregate):
@@ -256,7 +264,7 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
         ]
         for start, key, vt in _by_start_then_key(closed):
             self._forward(Windowed(key, start, start + d), vt.value, None, vt.timestamp)
-        self.last_emit_close_time = close_time
+        self._emitted_up_to(close_time)
 
 
 class KStreamSessionWindowAggregate(_WindowAggregate):
@@ -320,7 +328,7 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
         closed.sort(key=lambda c: c[0])
         for s, k, vt, e in closed:
             self._forward(Windowed(k, s, e), vt.value, None, e)
-        self.last_emit_close_time = close_time
+        self._emitted_up_to(close_time)
 
 
 def _by_start_then_key(rows: list[tuple[int, Any, Any]]) -> list[tuple[int, Any, Any]]:

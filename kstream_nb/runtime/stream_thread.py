@@ -373,6 +373,7 @@ class StreamThread(threading.Thread):
                 lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
                 start_offsets=start,
             )
+            task.restore_metadata(self.consumer.committed_metadata([TopicPartition(*tp) for tp in tps]))
             task.initialize()
         except BaseException:
             # the task never joined self.tasks: close its stores here, then fail the thread
@@ -499,6 +500,7 @@ class StreamThread(threading.Thread):
             self._abort_and_rebuild_tasks()
             return
         offsets: dict[TopicPartition, int] = {}
+        metadata: dict[TopicPartition, str] = {}
         per_task = []
         if self._transactions:
             self._skip_transaction_markers()
@@ -506,10 +508,12 @@ class StreamThread(threading.Thread):
             task.flush()
             task_offsets = task.offsets_to_commit()
             offsets.update(task_offsets)
+            if task_offsets:
+                metadata.update(dict.fromkeys(task_offsets, task.commit_metadata()))
             per_task.append((task, task_offsets))
         if self._transactions:
             try:
-                self._commit_transaction(offsets)
+                self._commit_transaction(offsets, metadata)
             except TransactionError as e:
                 if e.fatal or not (e.retriable or e.abortable):
                     raise
@@ -526,7 +530,7 @@ class StreamThread(threading.Thread):
                 self.producer.flush(self._FLUSH_TIMEOUT_S)
                 self._publish()
                 if offsets:
-                    self.consumer.commit(offsets)
+                    self.consumer.commit(offsets, metadata)
                     self.commit_total += 1
             except BrokerUnavailableError as e:
                 # nothing is lost: the records stay queued in the producer and the offsets are committed
@@ -585,7 +589,9 @@ class StreamThread(threading.Thread):
                 if position is not None and position > consumed:
                     task.consumed[tp] = position
 
-    def _commit_transaction(self, offsets: dict[TopicPartition, int]) -> None:
+    def _commit_transaction(
+        self, offsets: dict[TopicPartition, int], metadata: dict[TopicPartition, str] | None = None
+    ) -> None:
         """exactly_once_v2 on Kafka: the iteration's outputs and changelog writes, and the consumed offsets,
         in one transaction. A failure propagates (the thread dies and ``_close`` aborts the transaction).
 
@@ -595,7 +601,7 @@ class StreamThread(threading.Thread):
         it, as tansu 0.6 does, would make those records visible without their offsets)."""
         if not self._committing:  # a retried commit only calls commit_transaction again
             if offsets:
-                self.producer.send_offsets_to_transaction(offsets, self.consumer)
+                self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata)
             self.collector.flush()  # (begins the transaction at the first record when no offsets did)
             self._committing = True
         self.producer.commit_transaction()

@@ -131,6 +131,8 @@ class StreamTask:
         self._collector = collector
         self.copies_on_send = collector.copies_on_send
         self.exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
+        #: what processors keep with the committed offsets (Kafka's ProcessorMetadata), by key
+        self.processor_metadata: dict[str, int] = {}
         self._wall_clock = wall_clock
         self.stream_time = -1
         self.current_topic: str | None = None
@@ -250,6 +252,35 @@ class StreamTask:
         """Runs every processor's ``init`` (after the stores are restored)."""
         for node in self.nodes:
             node.init(self)
+
+    # ---- commit metadata (Kafka's TopicPartitionMetadata) --------------------------------------
+
+    def processor_metadata_for_key(self, key: str) -> int | None:
+        return self.processor_metadata.get(key)
+
+    def add_processor_metadata_key_value(self, key: str, value: int) -> None:
+        self.processor_metadata[key] = value
+
+    def commit_metadata(self) -> str:
+        """What the task commits with each of its offsets: its stream time and the processors' metadata."""
+        return json.dumps({"stream_time": self.stream_time, "processors": self.processor_metadata})
+
+    def restore_metadata(self, committed: Mapping[TopicPartition, str]) -> None:
+        """Takes up the stream time and processor metadata committed with the task's offsets (before
+        ``initialize``); metadata it cannot read, written by another client, is skipped with a warning."""
+        for tp, text in committed.items():
+            try:
+                saved = json.loads(text)
+                stream_time = int(saved["stream_time"])
+                processors = {str(k): int(v) for k, v in saved["processors"].items()}
+            except (ValueError, TypeError, KeyError, AttributeError):
+                log.warning(
+                    "task %s: commit metadata of %s not understood, ignored: %.80r", self.task_id, tp, text
+                )
+                continue
+            self.stream_time = max(self.stream_time, stream_time)
+            for key, value in processors.items():
+                self.processor_metadata[key] = max(value, self.processor_metadata.get(key, value))
 
     def suspend(self) -> None:
         """A rebalance took the task's partitions: drop buffered records (they are fetched again from the

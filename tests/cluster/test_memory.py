@@ -120,6 +120,11 @@ def test_manual_assign_seek_pause(cluster: MemoryCluster) -> None:
     consumer.commit({tp0: 2})
     assert consumer.committed([tp0, tp1]) == {tp0: 2, tp1: None}
     assert cluster.admin().group_offsets("g") == {tp0: 2}
+    # commit metadata, as Kafka keeps it: replaced by every commit of the partition
+    consumer.commit({tp0: 2, tp1: 1}, {tp0: '{"stream_time": 5}'})
+    assert consumer.committed_metadata([tp0, tp1]) == {tp0: '{"stream_time": 5}'}
+    consumer.commit({tp0: 2})
+    assert consumer.committed_metadata([tp0, tp1]) == {}
     with pytest.raises(IllegalStateError):
         consumer.subscribe(["t"])
     with pytest.raises(IllegalStateError):

@@ -74,12 +74,12 @@ def publish_commit_phase(path: str) -> None:
     inside = [0]
     commit = StreamThread._commit_transaction
 
-    def flagged_commit(self: Any, offsets: Any) -> None:
+    def flagged_commit(self: Any, *args: Any) -> None:
         with lock:
             inside[0] += 1
             flag[0] = 1
         try:
-            commit(self, offsets)
+            commit(self, *args)
         finally:
             with lock:
                 inside[0] -= 1
