@@ -183,12 +183,15 @@ class Producer(ABC):
         offsets: Mapping[TopicPartition, int],
         consumer: Consumer,
         metadata: Mapping[TopicPartition, str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         """Adds the consumer group's offsets (next record to read per partition) to the transaction, each
-        with its ``metadata`` string when given (kept with the offset, as ``commit`` does)."""
+        with its ``metadata`` string when given (kept with the offset, as ``commit`` does). A call that
+        times out (``timeout`` s, the cluster's default when None) can be retried."""
 
-    def commit_transaction(self) -> None:
-        """Makes the transaction's records and offsets visible together (nothing open: no-op)."""
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Makes the transaction's records and offsets visible together (nothing open: no-op); a call that
+        times out can be retried."""
 
     def abort_transaction(self) -> None:
         """Discards the open transaction's records and offsets (nothing open: no-op)."""

@@ -672,6 +672,7 @@ class KafkaProducer(Producer):
         offsets: Mapping[TopicPartition, int],
         consumer: Any,
         metadata: Mapping[TopicPartition, str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not self.transactional or not offsets:
             return
@@ -682,13 +683,13 @@ class KafkaProducer(Producer):
             self._producer.send_offsets_to_transaction,
             ck_offsets,
             consumer.group_metadata(),
-            self.cluster.timeout_s,
+            timeout or self.cluster.timeout_s,
         )
 
-    def commit_transaction(self) -> None:
+    def commit_transaction(self, timeout: float | None = None) -> None:
         if not self._in_transaction:
             return
-        self._txn_call("commit_transaction", self._producer.commit_transaction, self.cluster.timeout_s)
+        self._txn_call("commit_transaction", self._producer.commit_transaction, timeout or self.cluster.timeout_s)
         self._in_transaction = False
         self._check()
 

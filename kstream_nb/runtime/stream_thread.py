@@ -527,7 +527,7 @@ class StreamThread(threading.Thread):
         else:
             try:
                 self.collector.flush()
-                self.producer.flush(self._FLUSH_TIMEOUT_S)
+                self.producer.flush(self._COMMIT_TIMEOUT_S)
                 self._publish()
                 if offsets:
                     self.consumer.commit(offsets, metadata)
@@ -545,8 +545,9 @@ class StreamThread(threading.Thread):
                 self._write_checkpoint(task)
         self._last_commit = time.monotonic()
 
-    #: how long a commit waits for the producer's acknowledgements before it is retried later
-    _FLUSH_TIMEOUT_S = 5.0
+    #: how long a commit waits for the broker (the producer's acknowledgements, a transactional call) before
+    #: the thread reports the broker unreachable and retries the commit later
+    _COMMIT_TIMEOUT_S = 5.0
 
     def _broker_lost(self, error: object) -> None:
         if self.broker_unreachable_since is None:
@@ -601,10 +602,10 @@ class StreamThread(threading.Thread):
         it, as tansu 0.6 does, would make those records visible without their offsets)."""
         if not self._committing:  # a retried commit only calls commit_transaction again
             if offsets:
-                self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata)
+                self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, self._COMMIT_TIMEOUT_S)
             self.collector.flush()  # (begins the transaction at the first record when no offsets did)
             self._committing = True
-        self.producer.commit_transaction()
+        self.producer.commit_transaction(self._COMMIT_TIMEOUT_S)
         self._committing = False
         if offsets:
             self.commit_total += 1

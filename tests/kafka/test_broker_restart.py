@@ -162,7 +162,7 @@ def wordcount_app(bootstrap: str, guarantee: str, state_dir: Path) -> ks.KafkaSt
 def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage_s: float) -> None:
     """During the outage: no thread dies, the app is not in ERROR, each thread reports the broker away."""
     start = time.monotonic()
-    # a thread inside a transactional call notices when the call times out (10 s): allow for it
+    # a thread inside a transactional call notices when the call times out (5 s): allow for it
     while time.monotonic() - start < outage_s or not all(t.broker_unreachable_since is not None for t in threads):
         assert time.monotonic() - start < outage_s + 15, "a stream thread never reported the broker unreachable"
         assert app.state in (ks.State.RUNNING, ks.State.REBALANCING), app.state
