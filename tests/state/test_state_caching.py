@@ -202,6 +202,31 @@ def test_the_thread_budget_is_shared_and_eviction_hits_the_store_written(make_co
     second.close()
 
 
+def test_clean_entries_of_other_stores_go_before_a_flush_of_the_store_written(make_context: Any) -> None:
+    """A store whose next entry to evict is dirty frees clean (already stored) entries of the thread's other
+    stores first instead of flushing: the pattern of tasks whose caches hold old, closed windows."""
+    size = entry_size("a", 1)
+    budget = 3 * size + size // 2 + 2  # a budget of its own: no other test's store shares this thread cache
+    first, flushed_first = cached_store(make_context(partition=0), budget)
+    second, flushed_second = cached_store(make_context(partition=1), budget)
+    cache_first = caching_layer(first).cache  # type: ignore[union-attr]
+    cache_second = caching_layer(second).cache  # type: ignore[union-attr]
+    for key in "abc":
+        first.put(key, 1)
+    first.flush()  # a commit: a, b and c are in the store below, clean in the cache
+    flushed_first.clear()
+    second.put("x", 1)
+    second.put("y", 1)  # over budget twice: a and b leave the first cache, x and y stay dirty
+    assert flushed_second == [] and flushed_first == []
+    assert list(cache_first.lru) == ["c"] and list(cache_second.dirty) == ["x", "y"]
+    assert first.get("a") == 1  # read from the store below
+    first.put("d", 1)
+    second.put("z", 1)  # the first cache's head (d) is dirty: the store written flushes, as Kafka does
+    assert flushed_second == [("x", 1, None, 0), ("y", 1, None, 0), ("z", 1, None, 0)] and flushed_first == []
+    first.close()
+    second.close()
+
+
 def test_the_thread_cache_is_freed_with_its_last_store(make_context: Any) -> None:
     key = (threading.get_ident(), 54_321)
     stores = [cached_store(make_context(partition=p), 54_321)[0] for p in range(2)]
