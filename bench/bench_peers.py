@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_peers.py              # default --scale 0.5 (~8 min on 2 cores)
     .venv/bin/python bench/bench_peers.py --scale 0.1  # quick run (~2-3 min)
     .venv/bin/python bench/bench_peers.py --scale 1    # the issue's full data (~15 min: Quix's word count)
+    .venv/bin/python bench/bench_peers.py --scale 1 --repeat 3 --workloads filter,window   # medians of 3
 
 What it does:
 
@@ -468,6 +469,20 @@ def expected_outputs(workload: str, data: Data) -> int:
     return len(data.expected_windows)
 
 
+def output_topic(workload: str, engine: str, round_: int) -> str:
+    return f"out-{workload}-{engine}" + (f"-{round_}" if round_ else "")
+
+
+def median_run(runs: list[Result]) -> Result:
+    """The run with the median rate among the complete ones (of two, the slower; the first run when none
+    is complete); every run's rate is kept in ``extra["rates"]``."""
+    complete = sorted((r for r in runs if r.rate and not r.error), key=lambda r: r.rate or 0.0)
+    chosen = complete[(len(complete) - 1) // 2] if complete else runs[0]
+    if len(runs) > 1:
+        chosen.extra["rates"] = [r.rate for r in runs]
+    return chosen
+
+
 def run_engine(
     engine: str,
     python: str,
@@ -478,10 +493,11 @@ def run_engine(
     timeout: float,
     stall: float,
     ks_store: str,
+    round_: int = 0,
 ) -> Result:
     inputs = data.n_sentences if workload == "wordcount" else data.n_events + PARTITIONS
     res = Result(engine, workload, inputs=inputs)
-    output = f"out-{workload}-{engine}"
+    output = output_topic(workload, engine, round_)
     expected = expected_outputs(workload, data)
     watcher = OutputWatcher(bootstrap, output, expected)
     watcher.start()
@@ -499,7 +515,7 @@ def run_engine(
         "--output",
         output,
         "--group",
-        f"bench-{engine}-{workload}",
+        f"bench-{engine}-{workload}-{round_}",
         "--config",
         json.dumps(CONSUMER_CONFIG),
         "--state-dir",
@@ -527,7 +543,8 @@ def run_engine(
         return watcher.last_at is not None and now - last > stall
 
     try:
-        lines, status, rss, error = run_child(cmd, log_dir / f"{engine}-{workload}.log", until, timeout)
+        log = log_dir / f"{engine}-{workload}{f'-{round_}' if round_ else ''}.log"
+        lines, status, rss, error = run_child(cmd, log, until, timeout)
         watcher.finish(settle=1.0)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -658,6 +675,11 @@ def print_table(raw: list[Result], results: list[Result], notes: dict[str, str])
         "steady = input records / (last output - first output).  ks/best peer: on rec/s, against the faster of "
         "Quix/Bytewax in this run (complete runs only).  ks/raw: against the faster raw consume row."
     )
+    repeated = [r for r in [*raw, *results] if "rates" in r.extra]
+    if repeated:
+        print(f"each row: the median of {len(repeated[0].extra['rates'])} runs by rec/s; every run's rec/s:")
+        for r in repeated:
+            print(f"  {r.workload:<10} {r.engine:<34} {', '.join(fmt_rate(x) for x in r.extra['rates'])}")
     for name, note in notes.items():
         print(f"{name}: {note}")
 
@@ -696,6 +718,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"subset of {','.join(ENGINES)}")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of filter,wordcount,window")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw consume ceiling")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per engine and workload, in turns; the table shows the median"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per run")
     parser.add_argument("--stall", type=float, default=15, help="give up after this long without new output")
@@ -744,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     raw: list[Result] = []
     with running_tansu(log_dir / "tansu.log") as bootstrap:
-        outputs = [f"out-{w}-{e}" for w in workloads for e in engines]
+        outputs = [output_topic(w, e, n) for w in workloads for e in engines for n in range(args.repeat)]
         create_topics(bootstrap, ["events", "sentences", *outputs])
         print(f"==> writing data to {bootstrap} (scale {args.scale})", flush=True)
         data = generate_and_write(bootstrap, args.scale, args.seed)
@@ -756,11 +781,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not args.no_raw:
             for decoder in ("json", "orjson"):
-                print(f"==> raw consume ({decoder})", flush=True)
-                r = run_raw(bootstrap, data, decoder, log_dir, args.timeout)
-                raw.append(r)
-                print(f"    {fmt_rate(r.rate)} rec/s {r.error or r.check}", flush=True)
+                raw_runs = []
+                for _ in range(args.repeat):
+                    print(f"==> raw consume ({decoder})", flush=True)
+                    r = run_raw(bootstrap, data, decoder, log_dir, args.timeout)
+                    raw_runs.append(r)
+                    print(f"    {fmt_rate(r.rate)} rec/s {r.error or r.check}", flush=True)
+                raw.append(median_run(raw_runs))
         for workload in workloads:
+            runs: dict[str, list[Result]] = {}
             for engine in engines:
                 if workload not in KS_VARIANT_WORKLOADS.get(engine, WORKLOADS):
                     continue
@@ -768,17 +797,23 @@ def main(argv: list[str] | None = None) -> int:
                 if not python:
                     results.append(Result(engine, workload, error=notes[engine]))
                     continue
-                print(f"==> {workload} on {engine}", flush=True)
-                r = run_engine(
-                    engine, python, workload, bootstrap, data, log_dir, args.timeout, args.stall, args.ks_store
-                )
-                results.append(r)
-                print(
-                    f"    {fmt_rate(r.rate)} rec/s, {r.seconds or 0:.1f} s, "
-                    f"peak RSS {r.peak_rss_mib or 0:.0f} MiB, {r.outputs:,} outputs: "
-                    f"{(r.error + '; ') if r.error else ''}{r.check}",
-                    flush=True,
-                )
+                runs[engine] = []
+            for round_ in range(args.repeat):  # engines take turns, so that a slow spell hits them all
+                for engine in runs:
+                    turn = f" (run {round_ + 1})" if args.repeat > 1 else ""
+                    print(f"==> {workload} on {engine}{turn}", flush=True)
+                    r = run_engine(
+                        engine, pythons[engine] or "", workload, bootstrap, data, log_dir, args.timeout,
+                        args.stall, args.ks_store, round_,
+                    )  # fmt: skip
+                    runs[engine].append(r)
+                    print(
+                        f"    {fmt_rate(r.rate)} rec/s, {r.seconds or 0:.1f} s, "
+                        f"peak RSS {r.peak_rss_mib or 0:.0f} MiB, {r.outputs:,} outputs: "
+                        f"{(r.error + '; ') if r.error else ''}{r.check}",
+                        flush=True,
+                    )
+            results.extend(median_run(engine_runs) for engine_runs in runs.values())
 
     print_table(raw, results, notes)
     if "wordcount" in workloads:
