@@ -469,8 +469,9 @@ def expected_outputs(workload: str, data: Data) -> int:
     return len(data.expected_windows)
 
 
-def output_topic(workload: str, engine: str, round_: int) -> str:
-    return f"out-{workload}-{engine}" + (f"-{round_}" if round_ else "")
+def per_round(name: str, round_: int) -> str:
+    """A topic, group or log name of one run: the first run's is ``name``, later ones get ``-<round>``."""
+    return name + (f"-{round_}" if round_ else "")
 
 
 def median_run(runs: list[Result]) -> Result:
@@ -497,7 +498,7 @@ def run_engine(
 ) -> Result:
     inputs = data.n_sentences if workload == "wordcount" else data.n_events + PARTITIONS
     res = Result(engine, workload, inputs=inputs)
-    output = output_topic(workload, engine, round_)
+    output = per_round(f"out-{workload}-{engine}", round_)
     expected = expected_outputs(workload, data)
     watcher = OutputWatcher(bootstrap, output, expected)
     watcher.start()
@@ -515,7 +516,7 @@ def run_engine(
         "--output",
         output,
         "--group",
-        f"bench-{engine}-{workload}-{round_}",
+        per_round(f"bench-{engine}-{workload}", round_),
         "--config",
         json.dumps(CONSUMER_CONFIG),
         "--state-dir",
@@ -543,7 +544,7 @@ def run_engine(
         return watcher.last_at is not None and now - last > stall
 
     try:
-        log = log_dir / f"{engine}-{workload}{f'-{round_}' if round_ else ''}.log"
+        log = log_dir / f"{per_round(f'{engine}-{workload}', round_)}.log"
         lines, status, rss, error = run_child(cmd, log, until, timeout)
         watcher.finish(settle=1.0)
     finally:
@@ -769,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     raw: list[Result] = []
     with running_tansu(log_dir / "tansu.log") as bootstrap:
-        outputs = [output_topic(w, e, n) for w in workloads for e in engines for n in range(args.repeat)]
+        outputs = [per_round(f"out-{w}-{e}", n) for w in workloads for e in engines for n in range(args.repeat)]
         create_topics(bootstrap, ["events", "sentences", *outputs])
         print(f"==> writing data to {bootstrap} (scale {args.scale})", flush=True)
         data = generate_and_write(bootstrap, args.scale, args.seed)

@@ -86,9 +86,8 @@ class ThreadCache:
 
     def maybe_evict(self, cache: NamedCache) -> None:
         """Evicts until the thread is within budget or ``cache`` is empty (see the class docstring)."""
-        lru = cache.lru
-        while self.size_bytes > self.max_bytes and lru:
-            if lru[next(iter(lru))].dirty and self._evict_clean_elsewhere(cache):
+        while self.size_bytes > self.max_bytes and cache.lru:
+            if cache.next_eviction_dirty() and self._evict_clean_elsewhere(cache):
                 continue
             cache.evict()
 
@@ -98,8 +97,7 @@ class ThreadCache:
         for other in self.caches:
             if other is writing:
                 continue
-            lru = other.lru
-            while self.size_bytes > self.max_bytes and lru and not lru[next(iter(lru))].dirty:
+            while self.size_bytes > self.max_bytes and other.lru and not other.next_eviction_dirty():
                 other.evict()
                 evicted = True
             if self.size_bytes <= self.max_bytes:
@@ -173,6 +171,10 @@ class NamedCache:
         thread.size_bytes += delta
         if thread.size_bytes > thread.max_bytes:
             thread.maybe_evict(self)
+
+    def next_eviction_dirty(self) -> bool:
+        """Whether the least recently used entry (the next to evict; the cache is not empty) is dirty."""
+        return next(iter(self.lru.values())).dirty
 
     def evict(self) -> None:
         """Drops the least recently used entry; a dirty one is flushed with every other dirty entry first."""

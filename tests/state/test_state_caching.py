@@ -182,13 +182,19 @@ def test_eviction_flushes_every_dirty_entry_evicted_first(context: Any) -> None:
     store.close()
 
 
-def test_the_thread_budget_is_shared_and_eviction_hits_the_store_written(make_context: Any) -> None:
-    size = entry_size("a", 1)
-    budget = 3 * size + size // 2 + 1  # a budget of its own: no other test's store shares this thread cache
+def two_stores(make_context: Any, budget: int) -> tuple[Any, ...]:
+    """Two tasks' cached stores on one thread cache: each store, what it flushed, and its cache."""
     first, flushed_first = cached_store(make_context(partition=0), budget)
     second, flushed_second = cached_store(make_context(partition=1), budget)
     cache_first = caching_layer(first).cache  # type: ignore[union-attr]
     cache_second = caching_layer(second).cache  # type: ignore[union-attr]
+    return first, flushed_first, cache_first, second, flushed_second, cache_second
+
+
+def test_the_thread_budget_is_shared_and_eviction_hits_the_store_written(make_context: Any) -> None:
+    size = entry_size("a", 1)
+    budget = 3 * size + size // 2 + 1  # a budget of its own: no other test's store shares this thread cache
+    first, flushed_first, cache_first, second, flushed_second, cache_second = two_stores(make_context, budget)
     assert cache_first.thread is cache_second.thread
     for key in "abc":
         first.put(key, 1)
@@ -207,10 +213,7 @@ def test_clean_entries_of_other_stores_go_before_a_flush_of_the_store_written(ma
     stores first instead of flushing: the pattern of tasks whose caches hold old, closed windows."""
     size = entry_size("a", 1)
     budget = 3 * size + size // 2 + 2  # a budget of its own: no other test's store shares this thread cache
-    first, flushed_first = cached_store(make_context(partition=0), budget)
-    second, flushed_second = cached_store(make_context(partition=1), budget)
-    cache_first = caching_layer(first).cache  # type: ignore[union-attr]
-    cache_second = caching_layer(second).cache  # type: ignore[union-attr]
+    first, flushed_first, cache_first, second, flushed_second, cache_second = two_stores(make_context, budget)
     for key in "abc":
         first.put(key, 1)
     first.flush()  # a commit: a, b and c are in the store below, clean in the cache
