@@ -6,14 +6,15 @@
     .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --workload window
 
 Writes the input once (word count: 60,000 sentences of 4-12 words over 5,000 words; filter: 300,000 JSON
-events; window: the same events with record timestamps over 100 s, summed per key in 10 s tumbling
-windows with 5 s grace, final results only), then runs each checkout's app in its own process, A then
-B, ``--rounds`` times, each with a fresh application id (the whole input, cold state). One stream
-thread, in-memory stores, no record cache unless ``--cache-bytes`` (``--commit-ms`` sets the commit
-interval). Times from the app reaching RUNNING (after the consumer-group join, which only measures tansu)
-until the thread has processed every input record (word count: sentences + words, both sub-topologies),
-and prints the median per checkout and B/A. "busy" is the stream thread's time inside processing
-(``process_time_s``).
+events; window: the same events with record timestamps over 100 s, summed per key in 10 s tumbling windows
+with 5 s grace, final results only), then runs each checkout's app in its own process, A then B,
+``--rounds`` times, each with a fresh application id (the whole input, cold state). One stream thread,
+in-memory stores, no record cache unless ``--cache-bytes`` (``--commit-ms`` sets the commit interval,
+``--guarantee exactly_once_v2`` runs it under exactly-once). Times from the app reaching RUNNING (after
+the consumer-group join, which only measures tansu) until the thread has processed every input record
+(word count: sentences + words, both sub-topologies), and prints the median per checkout and B/A. "busy"
+is the stream thread's time inside processing (``process_time_s``); "in GC" the process's time in
+CPython's cyclic garbage collector (``gc.callbacks``).
 
 This prints numbers; it is not a test.
 """
@@ -36,9 +37,18 @@ from tests.tansu_helpers import running_tansu  # noqa: E402
 
 CHILD = """
 import json, sys, time
-root, workload, app_id, bootstrap, total, cache, commit = sys.argv[1:8]
+root, workload, app_id, bootstrap, total, cache, commit, guarantee = sys.argv[1:9]
 sys.path.insert(0, root)
+import gc
 import kstream_nb as ks
+gc_time = {"began": 0.0, "seconds": 0.0, "full": 0}
+def on_gc(phase, info):
+    if phase == "start":
+        gc_time["began"] = time.perf_counter()
+    else:
+        gc_time["seconds"] += time.perf_counter() - gc_time["began"]
+        gc_time["full"] += info["generation"] == 2
+gc.callbacks.append(on_gc)
 assert ks.__file__.startswith(root), ks.__file__
 b = ks.StreamsBuilder()
 if workload == "wordcount":
@@ -55,16 +65,19 @@ else:
 config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 10}
 app = ks.KafkaStreams(b.build(), application_id=app_id, bootstrap_servers=bootstrap, default_key_serde="string",
                       default_value_serde="json", client_config=config, statestore_cache_max_bytes=int(cache),
+                      processing_guarantee=guarantee,
                       **({"commit_interval_ms": int(commit)} if int(commit) > 0 else {}))
 app.start()
 app.wait_until_running(60)
+gc_time.update(seconds=0.0, full=0)
 started = time.monotonic()
 thread = app.threads[0]
 while thread.processed_total < int(total):
     if thread.error is not None:
         raise SystemExit(f"the app failed: {thread.error!r}")
     time.sleep(0.01)
-print(json.dumps({"seconds": time.monotonic() - started, "busy": thread.process_time_s}))
+print(json.dumps({"seconds": time.monotonic() - started, "busy": thread.process_time_s,
+                  "gc": gc_time["seconds"], "full_gc": gc_time["full"]}))
 app.stop()
 """
 
@@ -115,6 +128,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cache-bytes", type=int, default=0, help="statestore_cache_max_bytes (default 0)")
     parser.add_argument("--commit-ms", type=int, default=0, help="commit_interval_ms (default: Kafka's 30 s)")
+    parser.add_argument(
+        "--guarantee",
+        choices=("at_least_once", "exactly_once_v2"),
+        default="at_least_once",
+        help="processing_guarantee (exactly_once_v2 commits every 100 ms unless --commit-ms)",
+    )
     args = parser.parse_args()
     roots = [str(Path(r).resolve()) for r in (args.a, args.b)]
     results: dict[str, list[dict[str, float]]] = {r: [] for r in roots}
@@ -124,7 +143,7 @@ def main() -> int:
             for i, root in enumerate(roots):
                 run = subprocess.run(
                     [sys.executable, "-c", CHILD, root, args.workload, f"ab-{round_}-{i}", bootstrap, str(total),
-                     str(args.cache_bytes), str(args.commit_ms)],
+                     str(args.cache_bytes), str(args.commit_ms), args.guarantee],
                     capture_output=True, text=True, timeout=600,
                 )  # fmt: skip
                 lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
@@ -135,9 +154,12 @@ def main() -> int:
                 print(f"round {round_} {'AB'[i]}: {results[root][-1]['seconds']:.2f} s", flush=True)
     medians = {r: statistics.median(x["seconds"] for x in results[r]) for r in roots}
     for label, root in zip("AB", roots, strict=True):
-        busy = statistics.median(x["busy"] for x in results[root])
+        busy, gc_s, full = (statistics.median(x[k] for x in results[root]) for k in ("busy", "gc", "full_gc"))
         rate = total / medians[root]
-        print(f"{label} {root}: median {medians[root]:.2f} s ({rate:,.0f} records/s), busy {busy:.2f} s")
+        print(
+            f"{label} {root}: median {medians[root]:.2f} s ({rate:,.0f} records/s), busy {busy:.2f} s, "
+            f"in GC {gc_s:.2f} s ({full:.0f} full collections)"
+        )
     print(f"B/A time: {medians[roots[1]] / medians[roots[0]]:.3f}")
     return 0
 

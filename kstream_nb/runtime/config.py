@@ -43,6 +43,9 @@ class StreamsConfig:
     client_id: str | None = None
     num_standby_replicas: int = 0
     statestore_cache_max_bytes: int = 0
+    #: generation-0 threshold of CPython's cyclic GC while stream threads run (``gc.set_threshold``'s
+    #: first value; never lowered, put back when they stop; 0 leaves it alone): see runtime/gc_threshold.py
+    python_gc_threshold: int = 50_000
     client_config: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -89,6 +92,8 @@ class StreamsConfig:
                 f"default_production_exception_handler must be one of {PRODUCTION_HANDLERS}, "
                 f"got {self.default_production_exception_handler!r}"
             )
+        if not isinstance(self.python_gc_threshold, int) or self.python_gc_threshold < 0:
+            raise ValueError(f"python_gc_threshold must be an int >= 0, got {self.python_gc_threshold!r}")
         if self.dead_letter_topic is None:
             self.dead_letter_topic = f"{self.application_id}-dlq"
         if self.auto_offset_reset not in ("earliest", "latest"):

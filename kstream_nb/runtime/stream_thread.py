@@ -18,6 +18,7 @@ from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
 from kstream_nb.errors import BrokerUnavailableError, TransactionError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.restore import restore_task
 from kstream_nb.runtime.standby import StandbyTask
@@ -421,6 +422,10 @@ class StreamThread(threading.Thread):
     # ---- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
+        with raised_gc_threshold(self.config.python_gc_threshold):
+            self._run()
+
+    def _run(self) -> None:
         try:
             self._set_state("STARTING")
             while self._global_ready is not None and not self._global_ready.wait(0.05):
