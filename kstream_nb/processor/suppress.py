@@ -95,7 +95,9 @@ class KTableSuppress(Processor):
 
     def __init__(self, suppressed: Suppressed, window_close_ms: int, store_name: str) -> None:
         self.suppressed = suppressed
-        self.duration = window_close_ms if suppressed.until_window_closes else suppressed.time_limit_ms
+        self._final = suppressed.until_window_closes
+        self._bounded = suppressed.buffer.max_records is not None or suppressed.buffer.max_bytes is not None
+        self.duration = window_close_ms if self._final else suppressed.time_limit_ms
         self.store_name = store_name
         self.observed_stream_time = -1
         #: the buffered updates by key (the store holds the same, for the changelog and restores)
@@ -121,7 +123,7 @@ class KTableSuppress(Processor):
         if record.timestamp > self.observed_stream_time:
             self.observed_stream_time = record.timestamp
         key = record.key
-        if self.suppressed.until_window_closes:
+        if self._final:
             if not isinstance(key, Windowed):
                 raise StreamsError(
                     "suppress(until_window_closes) needs a windowed KTable (windowed_by(...) upstream)"
@@ -136,7 +138,8 @@ class KTableSuppress(Processor):
         self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if buffer_time < self._min_buffer_time:
             self._min_buffer_time = buffer_time
-        self._enforce()
+        if self._bounded or self._min_buffer_time <= self.observed_stream_time - self.duration:
+            self._enforce()
 
     def _enforce(self) -> None:
         expiry = self.observed_stream_time - self.duration
@@ -146,7 +149,7 @@ class KTableSuppress(Processor):
                 self._emit(key)
             self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
         config = self.suppressed.buffer
-        while self._over_capacity(config):
+        while self._bounded and self._over_capacity(config):
             if not config.emit_early:
                 raise StreamsError(
                     f"suppression buffer full ({len(self.buffer)} records; limit {config.max_records} records, "
@@ -174,7 +177,7 @@ class KTableSuppress(Processor):
             self._bytes -= self._sizes.pop(key)
         self.store.delete(key)
         change: Change = record.value
-        if change.new_value is None and self.suppressed.until_window_closes:
+        if change.new_value is None and self._final:
             return
         self.context.forward(record)
 
@@ -183,14 +186,14 @@ _NOTHING_BUFFERED = 2**63
 
 
 def _ordered(entries: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """By buffer time, then key (a windowed key: key, then window start); keys that do not compare by JSON."""
     try:
-        return sorted(entries, key=lambda e: (e[0], _key_order(e[1])))
+        # no two entries tie on (time, key, start): the last item, the key itself, is never compared
+        decorated = [(t, k.key, k.start, k) if type(k) is Windowed else (t, k, 0, k) for t, k in entries]
+        decorated.sort()
     except TypeError:
         return sorted(entries, key=lambda e: (e[0], json_order(e[1])))
-
-
-def _key_order(key: Any) -> Any:
-    return (key.key, key.start) if isinstance(key, Windowed) else key
+    return [(d[0], d[3]) for d in decorated]
 
 
 class BufferedUpdate(NamedTuple):

@@ -49,20 +49,21 @@ class CachingWindowStore(WrappedWindowedStore, CachingLayer):
 
     def _write_flushed(self, entries: list[tuple[Any, LRUCacheEntry]]) -> None:
         """Writes flushed windows below; the flush listener gets ``((key, window start), new, old, ...)``."""
-        inner = self.inner
+        fetch, put = self.inner.fetch, self.inner.put
         listener = self._flush_listener
-        for (key, start), entry in entries:
-            new = entry.value
-            old = inner.fetch(key, start) if listener is not None or new is None else None
-            if new is None and old is None:
-                continue
-            self._flush_timestamp = entry.timestamp
-            try:
-                inner.put(key, new, start)
-            finally:
+        try:
+            for (key, start), entry in entries:
+                new = entry.value
+                old = fetch(key, start) if listener is not None or new is None else None
+                if new is None and old is None:
+                    continue
+                self._flush_timestamp = entry.timestamp
+                put(key, new, start)
                 self._flush_timestamp = None
-            if listener is not None:
-                listener((key, start), new, old, entry.timestamp, entry.headers)
+                if listener is not None:
+                    listener((key, start), new, old, entry.timestamp, entry.headers)
+        finally:
+            self._flush_timestamp = None
 
     # ---- reads ----------------------------------------------------------------------------------
 

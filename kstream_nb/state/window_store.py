@@ -344,6 +344,10 @@ class ChangeLoggingWindowStore(_ChangeLoggingLayer):
         #: values are ValueAndTimestamp: logged as the plain value with the timestamp on the record
         self.timestamped = timestamped
 
+    def fetch(self, key: Any, window_start: int) -> Any:
+        """Read through (defined here, not left to ``__getattr__``: every flushed window reads its old value)."""
+        return self.inner.fetch(key, window_start)
+
     def put(self, key: Any, value: Any, window_start: int) -> None:
         self.inner.put(key, value, window_start)
         ctx = self._context
