@@ -186,7 +186,7 @@ _NOTHING_BUFFERED = 2**63
 
 
 def _ordered(entries: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
-    """By buffer time, then key (a windowed key: key, then window start); keys that do not compare by JSON."""
+    """By buffer time, then key (windowed: key, then window start); keys of mixed types by their JSON form."""
     try:
         # no two entries tie on (time, key, start): the last item, the key itself, is never compared
         decorated = [(t, k.key, k.start, k) if type(k) is Windowed else (t, k, 0, k) for t, k in entries]

@@ -3,9 +3,10 @@
 A stream thread keeps many long-lived containers (store entries, record-cache entries, records waiting in
 task queues or for a transaction's commit). At CPython's default threshold of 700 allocations the
 collector runs every few hundred records, promotes those containers, and every full collection rescans
-all of them: on the benchmarks' stateful workloads 10-15% of the run (under exactly-once, where records
-wait longer, up to 15%). Reference counting frees almost everything; only reference cycles wait for the
-collector, so a higher threshold costs little memory. Dask's workers raise theirs for the same reason.
+all of them: 5-16% of the run in ``bench/bench_kafka_ab.py``'s word count and windowed sum, the most
+under exactly-once, where records wait longer. Reference counting frees almost everything; only
+reference cycles wait for the collector, so a higher threshold costs little memory. Dask's workers raise
+theirs for the same reason.
 
 While at least one stream thread runs, generation 0's threshold is at least the largest
 ``python_gc_threshold`` of the running threads; when the last one stops, the threshold it found is put
