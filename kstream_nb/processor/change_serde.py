@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kstream_nb.cluster.serdes import Serde
@@ -12,17 +13,31 @@ from kstream_nb.processor.api import Change
 _LEN = struct.Struct(">i")
 
 
+class JoinedSerializers(dict[str, Callable[[Any], "bytes | None"]]):
+    """A serde's serializer per topic, without the compact copy: for bytes joined into larger ones at once."""
+
+    def __init__(self, serde: Serde) -> None:
+        super().__init__()
+        self.serde = serde
+
+    def __missing__(self, topic: str) -> Callable[[Any], bytes | None]:
+        serialize = self[topic] = self.serde.serializer(topic, compact=False)
+        return serialize
+
+
 class ChangeSerde(Serde):
     """4-byte length of the new value (-1 = null), its bytes, then a flag byte and the old value's bytes."""
 
     def __init__(self, inner: Serde) -> None:
         self.inner = inner
+        self._serializers = JoinedSerializers(inner)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
-        new = self.inner.serialize(topic, data.new_value)
-        old = self.inner.serialize(topic, data.old_value)
+        serialize = self._serializers[topic]
+        new = serialize(data.new_value)
+        old = serialize(data.old_value)
         head = _LEN.pack(-1 if new is None else len(new))
         return head + (new or b"") + (b"\x01" + old if old is not None else b"\x00")
 

@@ -22,7 +22,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import SerializationError, StreamsError
 from kstream_nb.processor.api import Change, Processor, Record
-from kstream_nb.processor.change_serde import ChangeSerde
+from kstream_nb.processor.change_serde import ChangeSerde, JoinedSerializers
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import KeyValueStoreBuilder, Stores
@@ -215,11 +215,12 @@ class BufferKeySerde(Serde):
 
     def __init__(self, inner: Serde) -> None:
         self.inner = inner
+        self._serializers = JoinedSerializers(inner)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if isinstance(data, Windowed):
-            return _KEY_HEAD.pack(1, data.start, data.end) + (self.inner.serialize(topic, data.key) or b"")
-        return b"\x00" + (self.inner.serialize(topic, data) or b"")
+            return _KEY_HEAD.pack(1, data.start, data.end) + (self._serializers[topic](data.key) or b"")
+        return b"\x00" + (self._serializers[topic](data) or b"")
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:
@@ -241,6 +242,10 @@ class BufferValueSerde(Serde):
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
+        if not data.headers:
+            return _VALUE_HEAD.pack(data.buffer_time, data.timestamp, 0) + (
+                self.change.serialize(topic, data.change) or b""
+            )
         parts = [_VALUE_HEAD.pack(data.buffer_time, data.timestamp, len(data.headers))]
         for name, value in data.headers:
             encoded = name.encode()

@@ -63,6 +63,8 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._topic = context.changelog_topic(self.name)
         self._context = context
+        self._serialize_key = self.key_serde.serializer(self._topic)
+        self._serialize_value = self.value_serde.serializer(self._topic)
         registration = ChangelogRegistration(context, self.restore, self._topic)
         self.inner.init(registration, root if root is not None else self)
 
@@ -87,14 +89,13 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
 
     def _send(self, context: StateStoreContext, key: Any, value: Any, timestamp: int) -> None:
         """Writes one changelog record: the value (a tombstone for None) with ``timestamp``."""
-        topic = self._topic
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
         context.log_change(
-            topic,
+            self._topic,
             context.partition,
-            self.key_serde.serialize(topic, key),
-            None if value is None else self.value_serde.serialize(topic, value),
+            self._serialize_key(key),
+            None if value is None else self._serialize_value(value),
             timestamp,
         )
 

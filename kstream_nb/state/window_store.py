@@ -348,17 +348,24 @@ class ChangeLoggingWindowStore(_ChangeLoggingLayer):
         """Read through (defined here, not left to ``__getattr__``: every flushed window reads its old value)."""
         return self.inner.fetch(key, window_start)
 
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        super().init(context, root)
+        self._serialize_key = self.key_serde.serializer(self._topic, compact=False)  # joined with the suffix
+        self._serialize_value = self.value_serde.serializer(self._topic)
+
     def put(self, key: Any, value: Any, window_start: int) -> None:
-        self.inner.put(key, value, window_start)
+        inner = self.inner
+        inner.put(key, value, window_start)
         ctx = self._context
         assert ctx is not None
-        suffix = _TS.pack(window_start) + (_SEQ.pack(self.inner.seq) if self.inner.retain_duplicates else b"")
-        key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + suffix
+        suffix = (
+            _TS.pack(window_start) + _SEQ.pack(inner.seq) if inner.retain_duplicates else _TS.pack(window_start)
+        )
+        key_bytes = (self._serialize_key(key) or b"") + suffix
         timestamp = ctx.timestamp
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
-        value_bytes = self.value_serde.serialize(self._topic, value)
-        ctx.log_change(self._topic, ctx.partition, key_bytes, value_bytes, timestamp)
+        ctx.log_change(self._topic, ctx.partition, key_bytes, self._serialize_value(value), timestamp)
 
     def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
         cut = 12 if self.inner.retain_duplicates else 8

@@ -12,7 +12,7 @@ from kstream_nb.cluster.base import TopicExistsError, TopicSpec
 from kstream_nb.cluster.kafka import KafkaCluster, KafkaConsumer, config_for, get_kafka_cluster
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.errors import IllegalStateError, StreamsError, UnknownTopicError
+from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
 from kstream_nb.runtime.stream_thread import ProducerCollector
 
 pytestmark = pytest.mark.kafka
@@ -137,6 +137,25 @@ def test_producer_puts_keys_where_java_does_and_consumer_reads_them_back(cluster
         assert record.partition == default_partition(key, 5)
         assert (record.value, record.timestamp, record.headers) == (b"v-" + key, 1_000 + i, (("h", b"x"),))
     assert by_key[b"pinned"].partition == 4
+
+
+def test_a_batch_larger_than_librdkafkas_queue_is_sent_whole_and_in_order(cluster: KafkaCluster, names) -> None:
+    """Exactly-once hands a commit's records over in one batch; a full local queue makes it wait, not drop."""
+    admin = cluster.admin()
+    topic = names("big-batch")
+    admin.create_topics([TopicSpec(topic, 1)])
+    producer = cluster.producer({"queue.buffering.max.messages": 50})
+    producer.send_batch(topic, [(b"k", b"%d" % i, 1_000 + i, (), None) for i in range(1_000)])
+    producer.flush()
+    tp = TopicPartition(topic, 0)
+    consumer = cluster.consumer(None)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    records = _read_all(consumer, [tp], {tp: 1_000})
+    consumer.close()
+    assert [r.value for r in records] == [b"%d" % i for i in range(1_000)]
+    with pytest.raises(SerializationError, match=f"value sent to topic '{topic}' is a dict"):
+        producer.send_batch(topic, [(b"k", {"not": "bytes"}, None, (), None)])  # type: ignore[list-item]
 
 
 def test_delivery_errors_surface(cluster: KafkaCluster, names) -> None:
