@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--store", default="in_memory", help="kstream_nb only: default_dsl_store")
     p.add_argument("--guarantee", default="at_least_once", help="kstream_nb only: processing_guarantee")
     p.add_argument("--style", default="functions", choices=("functions", "columns"), help="kstream_nb only")
+    p.add_argument("--commit-ms", type=int, default=None, help="kstream_nb only: commit_interval_ms")
     args = p.parse_args(argv)
     args.config = json.loads(args.config)
     return args

@@ -59,6 +59,8 @@ def main() -> None:
             tuning["commit_interval_ms"] = 1000
     else:
         tuning = {"statestore_cache_max_bytes": 0}  # word count writes every update
+    if args.commit_ms is not None:
+        tuning["commit_interval_ms"] = args.commit_ms
     app = ks.KafkaStreams(
         build(args),
         application_id=args.group,
