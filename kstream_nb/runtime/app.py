@@ -130,7 +130,11 @@ class KafkaStreams:
             )
         self.admin = self.cluster.admin()
         self.assignor = StreamsPartitionAssignor(
-            topology, application_id, self.admin, self.config.num_standby_replicas
+            topology,
+            application_id,
+            self.admin,
+            self.config.num_standby_replicas,
+            self.config.windowstore_changelog_additional_retention_ms,
         )
         self._state = State.CREATED
         self._lock = threading.RLock()

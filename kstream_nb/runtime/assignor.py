@@ -21,6 +21,7 @@ from typing import Any
 from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import TopologyError
+from kstream_nb.state.builders import changelog_topic_config
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.assignor")
@@ -44,9 +45,15 @@ class StreamsPartitionAssignor:
     """Computes tasks (one per partition number of each sub-topology) and assigns them sticky and balanced."""
 
     def __init__(
-        self, topology: Topology, application_id: str, admin: Admin, num_standby_replicas: int = 0
+        self,
+        topology: Topology,
+        application_id: str,
+        admin: Admin,
+        num_standby_replicas: int = 0,
+        windowstore_changelog_additional_retention_ms: int = 86_400_000,
     ) -> None:
         self.num_standby_replicas = num_standby_replicas
+        self.windowstore_changelog_additional_retention_ms = windowstore_changelog_additional_retention_ms
         self.topology = topology
         self.application_id = application_id
         self.admin = admin
@@ -149,7 +156,7 @@ class StreamsPartitionAssignor:
                 continue
             topic = f"{self.application_id}-{store}-changelog"
             if self.admin.partition_count(topic) is None:
-                config = {"cleanup.policy": "compact", **getattr(builder, "log_config", {})}
+                config = changelog_topic_config(builder, self.windowstore_changelog_additional_retention_ms)
                 specs.append(TopicSpec(topic, max(counts[t] for t in topics), config))
         if specs:
             self.admin.create_topics(specs, exist_ok=True)

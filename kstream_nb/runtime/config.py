@@ -43,6 +43,8 @@ class StreamsConfig:
     client_id: str | None = None
     num_standby_replicas: int = 0
     statestore_cache_max_bytes: int = 0
+    #: added to a window or session store's retention for its changelog's retention.ms (compact,delete)
+    windowstore_changelog_additional_retention_ms: int = 86_400_000
     #: generation-0 threshold of CPython's cyclic GC while stream threads run (``gc.set_threshold``'s
     #: first value; never lowered, put back when they stop; 0 leaves it alone): see runtime/gc_threshold.py
     python_gc_threshold: int = 50_000
@@ -56,7 +58,12 @@ class StreamsConfig:
             raise ValueError(f"unknown setting(s) {unknown}; known settings: {sorted(known)}")
         if settings.get("processing_guarantee") == EXACTLY_ONCE_V2:
             settings.setdefault("commit_interval_ms", 100)  # Kafka's default under exactly-once
-        for name in ("commit_interval_ms", "poll_ms", "missing_source_topic_timeout_ms"):
+        for name in (
+            "commit_interval_ms",
+            "poll_ms",
+            "missing_source_topic_timeout_ms",
+            "windowstore_changelog_additional_retention_ms",
+        ):
             if name in settings:
                 settings[name] = to_millis(settings[name], name)
         for name in ("default_key_serde", "default_value_serde"):

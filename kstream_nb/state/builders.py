@@ -186,6 +186,18 @@ class StoreFactory(Protocol):
     def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> Any: ...
 
 
+def changelog_topic_config(builder: StoreFactory, additional_retention_ms: int) -> dict[str, str]:
+    """The configs a store's changelog topic is created with, as Kafka Streams sets them: compacted; a window
+    or session store's also deleted after its retention plus ``additional_retention_ms`` (old windows never
+    come back, so compaction alone would keep them for ever). The store's ``log_config`` wins."""
+    retention_ms = getattr(builder, "retention_ms", None)
+    if retention_ms is None:
+        return {"cleanup.policy": "compact", **builder.log_config}
+    config = {"cleanup.policy": "compact,delete", **builder.log_config}
+    config.setdefault("retention.ms", str(retention_ms + additional_retention_ms))
+    return config
+
+
 class StoreBuilder(ABC):
     """Builds one store stack per task, with the logging and caching choices made on it."""
 
@@ -400,6 +412,11 @@ class WindowStoreBuilder:
         self.logging_enabled = True
         self.log_config: dict[str, str] = {}
         self.caching_enabled = False
+
+    @property
+    def retention_ms(self) -> int:
+        """How long the store keeps windows or sessions behind stream time (its backend's retention)."""
+        return int(self._make().retention_ms)
 
     def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
         """Logs changes to the changelog, created with the given topic configs."""

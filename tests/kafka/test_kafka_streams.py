@@ -199,7 +199,15 @@ def windowed_count(backend: Backend) -> dict[str, Any]:
     store = store_rows(app, "clicks-per-10s")
     dropped = app.metrics()["dropped-records-total"]
     app.stop(15)
-    return {"store": store, "output": per_key(backend.read("window-counts")), "dropped": dropped}
+    changelog = (
+        connect(backend.bootstrap).admin().describe_topic(f"{backend.name('windows')}-clicks-per-10s-changelog")
+    )
+    return {
+        "store": store,
+        "output": per_key(backend.read("window-counts")),
+        "dropped": dropped,
+        "changelog": {k: changelog.config.get(k) for k in ("cleanup.policy", "retention.ms")},
+    }
 
 
 def test_windowed_count(on_both) -> None:
@@ -213,6 +221,9 @@ def test_windowed_count(on_both) -> None:
                 "bob@20000": 1}  # fmt: skip
     assert final == expected
     assert kafka["dropped"] == 1
+    # Kafka Streams' windowed changelog: compacted and deleted one day (the default additional retention)
+    # after the store's retention: 10 s windows + 5 s grace, and the store's 60 s segment
+    assert kafka["changelog"] == {"cleanup.policy": "compact,delete", "retention.ms": str(75_000 + 86_400_000)}
     assert kafka == memory
 
 
