@@ -20,14 +20,14 @@ import orjson
 from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
-from kstream_nb.errors import SerializationError, StreamsError
+from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError
 from kstream_nb.processor.api import Change, Processor, Record
 from kstream_nb.processor.change_serde import ChangeSerde, JoinedSerializers
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import KeyValueStoreBuilder, Stores
-from kstream_nb.state.changelogging import FlushLoggingKeyValueStore
-from kstream_nb.state.store import KeyValueStore, json_order
+from kstream_nb.state.memory import InMemoryKeyValueStore
+from kstream_nb.state.store import KeyValueStore, StateStore, StateStoreContext, json_order
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ class KTableSuppress(Processor):
         self.duration = window_close_ms if self._final else suppressed.time_limit_ms
         self.store_name = store_name
         self.observed_stream_time = -1
-        #: the buffered updates by key (the store holds the same, for the changelog and restores)
-        self.buffer: dict[Any, tuple[int, Record]] = {}
+        #: the buffered updates by key: the buffer store's own dict (read here, written through the store)
+        self.buffer: dict[Any, BufferedUpdate] = {}
         #: no buffered key has a buffer time below this (lets _enforce skip the scan while nothing is due)
         self._min_buffer_time = _NOTHING_BUFFERED
         #: with a byte bound: each buffered key's size estimate, and their sum
@@ -110,14 +110,13 @@ class KTableSuppress(Processor):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.store: KeyValueStore = context.get_state_store(self.store_name)
-        self.buffer = {}
-        for key, held in self.store.all():
-            self.buffer[key] = (held.buffer_time, Record(key, held.change, held.timestamp, held.headers))
+        self.store: SuppressionBuffer = context.get_state_store(self.store_name)
+        self.buffer = self.store.held
+        for key, held in self.buffer.items():  # restored from the changelog
             self._track_size(key, held.change)
             # stream time had passed every buffered update, and nothing was due then
             self.observed_stream_time = max(self.observed_stream_time, held.timestamp)
-        self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
+        self._min_buffer_time = min((held[0] for held in self.buffer.values()), default=_NOTHING_BUFFERED)
 
     def process(self, record: Record) -> None:
         if record.timestamp > self.observed_stream_time:
@@ -132,10 +131,9 @@ class KTableSuppress(Processor):
         else:
             previous = self.buffer.get(key)
             buffer_time = previous[0] if previous is not None else record.timestamp
-        self.buffer[key] = (buffer_time, record)
+        self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if self._sizes is not None:
             self._track_size(key, record.value)
-        self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if buffer_time < self._min_buffer_time:
             self._min_buffer_time = buffer_time
         if self._bounded or self._min_buffer_time <= self.observed_stream_time - self.duration:
@@ -144,10 +142,10 @@ class KTableSuppress(Processor):
     def _enforce(self) -> None:
         expiry = self.observed_stream_time - self.duration
         if self._min_buffer_time <= expiry:
-            due = [(t, k) for k, (t, _) in self.buffer.items() if t <= expiry]
+            due = [(held[0], k) for k, held in self.buffer.items() if held[0] <= expiry]
             for _, key in _ordered(due):
                 self._emit(key)
-            self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
+            self._min_buffer_time = min((held[0] for held in self.buffer.values()), default=_NOTHING_BUFFERED)
         config = self.suppressed.buffer
         while self._bounded and self._over_capacity(config):
             if not config.emit_early:
@@ -155,9 +153,9 @@ class KTableSuppress(Processor):
                     f"suppression buffer full ({len(self.buffer)} records; limit {config.max_records} records, "
                     f"{config.max_bytes} bytes) and configured to shut down when full"
                 )
-            oldest = _ordered([(t, k) for k, (t, _) in self.buffer.items()])[0][1]
+            oldest = _ordered([(held[0], k) for k, held in self.buffer.items()])[0][1]
             self._emit(oldest)
-            self._min_buffer_time = min((t for t, _ in self.buffer.values()), default=_NOTHING_BUFFERED)
+            self._min_buffer_time = min((held[0] for held in self.buffer.values()), default=_NOTHING_BUFFERED)
 
     def _over_capacity(self, config: BufferConfig) -> bool:
         if config.max_records is not None and len(self.buffer) > config.max_records:
@@ -172,14 +170,12 @@ class KTableSuppress(Processor):
             self._sizes[key] = size
 
     def _emit(self, key: Any) -> None:
-        _, record = self.buffer.pop(key)
+        held = self.store.delete(key)
         if self._sizes is not None:
             self._bytes -= self._sizes.pop(key)
-        self.store.delete(key)
-        change: Change = record.value
-        if change.new_value is None and self._final:
+        if held.change.new_value is None and self._final:
             return
-        self.context.forward(record)
+        self.context.forward(Record(key, held.change, held.timestamp, held.headers))
 
 
 _NOTHING_BUFFERED = 2**63
@@ -272,11 +268,81 @@ class BufferValueSerde(Serde):
         return BufferedUpdate(buffer_time, timestamp, tuple(headers), self.change.deserialize(topic, data[pos:]))
 
 
-class SuppressionBufferBuilder(KeyValueStoreBuilder):
-    """The suppression buffer's store: in memory, never cached, its serdes wrapping the table's; each key
-    changed since the last commit is logged once at the commit (as Kafka's buffer does), not every update."""
+class SuppressionBuffer(InMemoryKeyValueStore):
+    """The suppression buffer (Kafka's InMemoryTimeOrderedKeyValueBuffer): a ``BufferedUpdate`` per key in
+    memory, readable as a key-value store; each key changed since the last commit is logged once, at the
+    commit (its latest update, or a tombstone), to ``<application_id>-<store>-changelog``, and restored
+    from it. One store, not a layered stack: it is written once per update of the suppressed table."""
 
-    logging_layer = FlushLoggingKeyValueStore
+    def __init__(self, name: str, key_serde: Serde, value_serde: Serde, logging_enabled: bool = True) -> None:
+        super().__init__(name)
+        self.key_serde = BufferKeySerde(key_serde)
+        self.value_serde = BufferValueSerde(value_serde)
+        self.logging_enabled = logging_enabled
+        #: the buffered updates by key (the store's dict: what the processor scans)
+        self.held: dict[Any, BufferedUpdate] = self._data
+        #: keys changed since the last flush, with the timestamp of their last change
+        self._dirty: dict[Any, int] = {}
+        self._context: StateStoreContext | None = None
+        self._topic = ""
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._context = context
+        if not self.logging_enabled:
+            super().init(context, root)
+            return
+        self._topic = context.changelog_topic(self.name)
+        context.register(root if root is not None else self, self._restore, self._topic)
+        self._open = True
+
+    def put(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            super().put(key, value)  # fails, or deletes
+            return
+        data = self._data
+        size = len(data)
+        data[key] = value
+        if len(data) != size:
+            self._version += 1
+        if self.logging_enabled:
+            self._dirty[key] = value.timestamp
+
+    def delete(self, key: Any) -> Any:
+        old = super().delete(key)
+        if self.logging_enabled:
+            self._dirty[key] = self._now()
+        return old
+
+    def _now(self) -> int:
+        if self._context is None:
+            raise IllegalStateError(f"store {self.name!r} is not initialized: call init(context) first")
+        return self._context.timestamp
+
+    def flush(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        context = self._context
+        if not dirty or context is None:
+            return
+        topic, get, partition = self._topic, self._data.get, context.partition
+        key_bytes, value_bytes = self.key_serde.serialize, self.value_serde.serialize
+        for key, timestamp in dirty.items():
+            held = get(key)
+            value = None if held is None else value_bytes(topic, held)
+            context.log_change(topic, partition, key_bytes(topic, key), value, timestamp)
+
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        topic, data = self._topic, self._data
+        for key_bytes, value_bytes, *_ in batch:
+            key = self.key_serde.deserialize(topic, key_bytes)
+            if value_bytes is None:
+                data.pop(key, None)
+            else:
+                data[key] = self.value_serde.deserialize(topic, value_bytes)
+        self._version += 1
+
+
+class SuppressionBufferBuilder(KeyValueStoreBuilder):
+    """Builds a task's ``SuppressionBuffer``; its serdes wrap the table's (or the app's defaults)."""
 
     def __init__(self, name: str, key_serde: SerdeSpec | None, value_serde: SerdeSpec | None) -> None:
         super().__init__(Stores.in_memory_key_value_store(name))
@@ -292,4 +358,4 @@ class SuppressionBufferBuilder(KeyValueStoreBuilder):
     ) -> KeyValueStore:
         key = serde_from(self.table_key_serde or default_key_serde or "json")
         value = serde_from(self.table_value_serde or default_value_serde or "json")
-        return super().build(BufferKeySerde(key), BufferValueSerde(value))
+        return SuppressionBuffer(self.name, key, value, self.logging_enabled)

@@ -274,8 +274,6 @@ class KeyValueStoreBuilder(StoreBuilder):
 
     #: values are ValueAndTimestamp (KTable and aggregation stores)
     timestamped = False
-    #: the change-logging layer (every write, or each changed key once per flush)
-    logging_layer: type[ChangeLoggingKeyValueStore] = ChangeLoggingKeyValueStore
 
     def build(
         self,
@@ -301,7 +299,7 @@ class KeyValueStoreBuilder(StoreBuilder):
         if use_serdes is not None:
             use_serdes(key_serde, value_serde, self.timestamped)
         if self._logging_enabled:
-            store = self.logging_layer(store, key_serde, value_serde, timestamped=self.timestamped)
+            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
         if self._caching_enabled and cache_max_bytes > 0:
             # a persistent backend scans in serialized-key order: the cache merges its entries in that order
             name = supplier.name

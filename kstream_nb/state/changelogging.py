@@ -121,34 +121,6 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
         return old
 
 
-class FlushLoggingKeyValueStore(ChangeLoggingKeyValueStore):
-    """Logs each key changed since the last flush once, at the flush (every commit): its latest value, or a
-    tombstone. For stores rewritten many times per commit whose state matters only as of a commit: Kafka's
-    suppression buffer logs this way, and so do the caching layers, in effect.
-    """
-
-    def __init__(
-        self, inner: KeyValueStore, key_serde: Serde, value_serde: Serde, timestamped: bool = False
-    ) -> None:
-        super().__init__(inner, key_serde, value_serde, timestamped)
-        #: keys changed since the last flush, with the timestamp of their last change
-        self._dirty: dict[Any, int] = {}
-
-    def _log(self, key: Any, value: Any) -> None:
-        context = self._context
-        if context is None:
-            raise _not_initialized(self.name)
-        self._dirty[key] = context.timestamp
-
-    def flush(self) -> None:
-        dirty, self._dirty = self._dirty, {}
-        context, get = self._context, self.inner.get
-        if context is not None:
-            for key, timestamp in dirty.items():
-                self._send(context, key, get(key), timestamp)
-        self.inner.flush()
-
-
 def _not_initialized(store: str) -> IllegalStateError:
     return IllegalStateError(f"store {store!r} is not initialized: call init(context) first")
 

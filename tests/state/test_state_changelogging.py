@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kstream_nb.errors import IllegalStateError
+from kstream_nb.processor.api import Change
+from kstream_nb.processor.suppress import BufferedUpdate, SuppressionBuffer
 from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore
-from kstream_nb.state.changelogging import FlushLoggingKeyValueStore
 
 
 def test_logs_serialized_changes(context, json_serde) -> None:
@@ -37,32 +38,45 @@ def test_logs_serialized_changes(context, json_serde) -> None:
     assert dict(store) == {"a": 1, "lily": {"n": 7}, "zoe": 1}
 
 
-def test_flush_logging_writes_each_changed_key_once_per_flush(context, json_serde) -> None:
-    """The suppression buffer's layer: no record per write; at the flush, each key changed since the last
-    one with its latest value (a tombstone if it is gone) and the timestamp of its last change."""
-    store = FlushLoggingKeyValueStore(InMemoryKeyValueStore("buffer"), json_serde, json_serde)
+def test_the_suppression_buffer_logs_each_changed_key_once_per_flush(context, json_serde) -> None:
+    """No record per write; at the flush, each key changed since the last one with its latest update (a
+    tombstone if it is gone) and the timestamp of its last change; a new buffer restores from those."""
+    store = SuppressionBuffer("buffer", json_serde, json_serde)
     store.init(context)
     topic = "app-buffer-changelog"
+    assert context.registered == [(store, store._restore, topic)]
+
+    def update(ts: int, value: int) -> BufferedUpdate:
+        return BufferedUpdate(1_000, ts, (), Change(value, None))
+
     for ts, (key, value) in enumerate([("a", 1), ("b", 1), ("a", 2), ("c", 1)], start=100):
-        context.timestamp = ts
-        store.put(key, value)
+        store.put(key, update(ts, value))
     context.timestamp = 104
     store.delete("c")  # put and deleted between two flushes: still a tombstone (the key may be logged before)
     assert context.logged == []
-    assert store.get("a") == 2  # reads see every write at once
+    assert store.get("a") == update(102, 2)  # reads see every write at once
     store.flush()
-    assert context.logged == [
-        (topic, 2, b'"a"', b"2", 102),
-        (topic, 2, b'"b"', b"1", 101),
-        (topic, 2, b'"c"', None, 104),
+    decode = store.value_serde.deserialize
+    assert [
+        (t, p, store.key_serde.deserialize(t, k), v and decode(t, v), ts) for t, p, k, v, ts in context.logged
+    ] == [
+        (topic, 2, "a", update(102, 2), 102),
+        (topic, 2, "b", update(101, 1), 101),
+        (topic, 2, "c", None, 104),
     ]
+    restored = SuppressionBuffer("buffer", json_serde, json_serde)
+    restored.init(context)
+    restored._restore([(k, v) for _, _, k, v, _ in context.logged])
+    assert dict(restored.all()) == {"a": update(102, 2), "b": update(101, 1)}
     context.logged.clear()
     store.flush()
     assert context.logged == []  # nothing changed since
     context.timestamp = 200
     store.delete("a")
     store.flush()
-    assert context.logged == [(topic, 2, b'"a"', None, 200)]
+    assert [(k, v, ts) for _, _, k, v, ts in context.logged] == [
+        (store.key_serde.serialize(topic, "a"), None, 200)
+    ]
 
 
 def test_registers_once_with_restore_and_topic(context, json_serde) -> None:
