@@ -285,6 +285,18 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         self._dirty: dict[Any, int] = {}
         self._context: StateStoreContext | None = None
         self._topic = ""
+        self._puts = self._deletes = self._flushes = 0
+
+    def metrics(self) -> dict[str, Any]:
+        """What ``app.metrics()["stores"]`` shows for it: the buffered keys and the operation counts."""
+        return {
+            "store": self.name,
+            "scope": "in-memory-suppression",
+            "entries": len(self._data),
+            "put_total": self._puts,
+            "delete_total": self._deletes,
+            "flush_total": self._flushes,
+        }
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
@@ -304,11 +316,13 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         data[key] = value
         if len(data) != size:
             self._version += 1
+        self._puts += 1
         if self.logging_enabled:
             self._dirty[key] = value.timestamp
 
     def delete(self, key: Any) -> Any:
         old = super().delete(key)
+        self._deletes += 1
         if self.logging_enabled:
             self._dirty[key] = self._now()
         return old
@@ -319,6 +333,7 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         return self._context.timestamp
 
     def flush(self) -> None:
+        self._flushes += 1
         dirty, self._dirty = self._dirty, {}
         context = self._context
         if not dirty or context is None:

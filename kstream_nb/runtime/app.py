@@ -20,6 +20,7 @@ from typing import Any
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, MissingSourceTopicError, StreamsError
+from kstream_nb.processor.suppress import SuppressionBuffer
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
@@ -82,7 +83,7 @@ def store_metrics(tasks: list[Any]) -> dict[str, dict[str, Any]]:
     for task in tasks:
         for name, registered in list(task.stores.items()):
             store = registered.store
-            if not isinstance(store, StoreMeter):
+            if not isinstance(store, StoreMeter | SuppressionBuffer):
                 continue
             metrics = store.metrics()
             total = out.get(name)

@@ -111,6 +111,13 @@ def test_the_buffer_logs_each_held_key_once_per_commit(url: str, make_app: Calla
     app = make_app(final_counts_topology(), commit_interval_ms=60_000)
     app.start().wait_until_running(30)
     app.wait_until_idle(30)
+    buffer = app.metrics()["stores"][STORE]  # one task; the window is held, written 50 times
+    assert (buffer["scope"], buffer["entries"], buffer["put_total"], buffer["delete_total"]) == (
+        "in-memory-suppression",
+        1,
+        50,
+        0,
+    )
     assert app.stop(timeout=10)  # the final commit
     log = ks.read_topic(f"app-{STORE}-changelog", bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
     assert len(log) == 1
