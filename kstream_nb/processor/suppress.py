@@ -304,6 +304,7 @@ class SuppressionBuffer(InMemoryKeyValueStore):
             super().init(context, root)
             return
         self._topic = context.changelog_topic(self.name)
+        self._write = context.changelog_writer(self._topic)
         context.register(root if root is not None else self, self._restore, self._topic)
         self._open = True
 
@@ -338,12 +339,11 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         context = self._context
         if not dirty or context is None:
             return
-        topic, get, partition = self._topic, self._data.get, context.partition
+        topic, get, write = self._topic, self._data.get, self._write
         key_bytes, value_bytes = self.key_serde.serialize, self.value_serde.serialize
         for key, timestamp in dirty.items():
             held = get(key)
-            value = None if held is None else value_bytes(topic, held)
-            context.log_change(topic, partition, key_bytes(topic, key), value, timestamp)
+            write(key_bytes(topic, key), None if held is None else value_bytes(topic, held), timestamp)
 
     def _restore(self, batch: list[tuple[Any, ...]]) -> None:
         topic, data = self._topic, self._data

@@ -36,7 +36,7 @@ class _GlobalContext:
     def changelog_topic(self, store_name: str) -> str:
         return ""
 
-    def log_change(self, *args: Any) -> None:
+    def changelog_writer(self, topic: str) -> Any:
         raise RuntimeError("global stores have no changelog")
 
     def register(self, *args: Any) -> None:

@@ -31,7 +31,7 @@ from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer
-from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
+from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore, task_state_dir
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
@@ -190,10 +190,13 @@ class StreamTask:
     def changelog_topic(self, store_name: str) -> str:
         return f"{self.application_id}-{store_name}-changelog"
 
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        self._collector.send(topic, key, value, timestamp, (), partition)
+    def changelog_writer(self, topic: str) -> ChangelogWriter:
+        send, partition = self._collector.send, self.partition
+
+        def write(key: bytes | None, value: bytes | None, timestamp: int) -> None:
+            send(topic, key, value, timestamp, (), partition)
+
+        return write
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
         changelog = TopicPartition(changelog_topic, self.partition) if changelog_topic else None

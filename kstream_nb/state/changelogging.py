@@ -65,6 +65,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
         self._context = context
         self._serialize_key = self.key_serde.serializer(self._topic)
         self._serialize_value = self.value_serde.serializer(self._topic)
+        self._write = context.changelog_writer(self._topic)
         registration = ChangelogRegistration(context, self.restore, self._topic)
         self.inner.init(registration, root if root is not None else self)
 
@@ -91,13 +92,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
         """Writes one changelog record: the value (a tombstone for None) with ``timestamp``."""
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
-        context.log_change(
-            self._topic,
-            context.partition,
-            self._serialize_key(key),
-            None if value is None else self._serialize_value(value),
-            timestamp,
-        )
+        self._write(self._serialize_key(key), None if value is None else self._serialize_value(value), timestamp)
 
     def put(self, key: Any, value: Any) -> None:
         self.inner.put(key, value)

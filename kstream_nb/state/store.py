@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Applies a batch of changelog records ``(key bytes, value bytes, record timestamp)`` to a store.
 RestoreCallback = Callable[[list[tuple[Any, ...]]], None]
+#: writes one changelog record: key bytes, value bytes (None: a tombstone), timestamp
+ChangelogWriter = Callable[[bytes | None, bytes | None, int], None]
 KeyOrder = Callable[[Any], Any]
 
 
@@ -49,10 +51,9 @@ class StateStoreContext(Protocol):
         """The store's changelog topic, ``<application_id>-<store>-changelog``."""
         ...
 
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        """Writes one change (``value`` None = tombstone) to the changelog."""
+    def changelog_writer(self, topic: str) -> ChangelogWriter:
+        """A function writing one change ``(key, value, timestamp)`` (``value`` None = tombstone) to this
+        task's partition of the changelog ``topic``; bound once by each change-logging store."""
         ...
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
@@ -79,10 +80,8 @@ class DelegatingStoreContext:
     def changelog_topic(self, store_name: str) -> str:
         return self._context.changelog_topic(store_name)
 
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        self._context.log_change(topic, partition, key, value, timestamp)
+    def changelog_writer(self, topic: str) -> ChangelogWriter:
+        return self._context.changelog_writer(topic)
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
         self._context.register(store, restore, changelog_topic)

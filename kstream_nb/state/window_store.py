@@ -323,6 +323,7 @@ class _ChangeLoggingLayer(WrappedWindowedStore):
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
+        self._write = context.changelog_writer(self._topic)
         self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)
 
     def _restore(self, batch: list[tuple[Any, ...]]) -> None:
@@ -365,7 +366,7 @@ class ChangeLoggingWindowStore(_ChangeLoggingLayer):
         timestamp = ctx.timestamp
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
-        ctx.log_change(self._topic, ctx.partition, key_bytes, self._serialize_value(value), timestamp)
+        self._write(key_bytes, self._serialize_value(value), timestamp)
 
     def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
         cut = 12 if self.inner.retain_duplicates else 8
@@ -388,8 +389,7 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
         ctx = self._context
         assert ctx is not None
         key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + _TS.pack(end) + _TS.pack(start)
-        ctx.log_change(self._topic, ctx.partition, key_bytes, self.value_serde.serialize(self._topic, value),
-                       ctx.timestamp)  # fmt: skip
+        self._write(key_bytes, self.value_serde.serialize(self._topic, value), ctx.timestamp)
 
     def remove(self, key: Any, start: int, end: int) -> None:
         self.put(key, start, end, None)

@@ -25,10 +25,11 @@ class FakeContext:
     def changelog_topic(self, store_name: str) -> str:
         return f"{self.application_id}-{store_name}-changelog"
 
-    def log_change(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int
-    ) -> None:
-        self.logged.append((topic, partition, key, value, timestamp))
+    def changelog_writer(self, topic: str) -> Callable[[bytes | None, bytes | None, int], None]:
+        def write(key: bytes | None, value: bytes | None, timestamp: int) -> None:
+            self.logged.append((topic, self.partition, key, value, timestamp))
+
+        return write
 
     def register(self, store: StateStore, restore: Callable[..., None], changelog_topic: str | None) -> None:
         self.registered.append((store, restore, changelog_topic))
