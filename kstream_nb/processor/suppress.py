@@ -309,17 +309,11 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         self._open = True
 
     def put(self, key: Any, value: Any) -> None:
-        if key is None or value is None:
-            super().put(key, value)  # fails, or deletes
-            return
-        data = self._data
-        size = len(data)
-        data[key] = value
-        if len(data) != size:
-            self._version += 1
-        self._puts += 1
-        if self.logging_enabled:
-            self._dirty[key] = value.timestamp
+        InMemoryKeyValueStore.put(self, key, value)  # (a None value deletes, logged by delete)
+        if value is not None:
+            self._puts += 1
+            if self.logging_enabled:
+                self._dirty[key] = value.timestamp
 
     def delete(self, key: Any) -> Any:
         old = super().delete(key)

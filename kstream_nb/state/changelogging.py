@@ -83,13 +83,11 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
             self.inner.put_all((key_de(topic, k), None if v is None else value_de(topic, v)) for k, v, *_ in batch)
 
     def _log(self, key: Any, value: Any) -> None:
+        """Writes one changelog record: the value (a tombstone for None) with the record's timestamp."""
         context = self._context
         if context is None:
             raise _not_initialized(self.name)
-        self._send(context, key, value, context.timestamp)
-
-    def _send(self, context: StateStoreContext, key: Any, value: Any, timestamp: int) -> None:
-        """Writes one changelog record: the value (a tombstone for None) with ``timestamp``."""
+        timestamp = context.timestamp
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
         self._write(self._serialize_key(key), None if value is None else self._serialize_value(value), timestamp)
