@@ -3,6 +3,7 @@
 # installs quietly (errors still show). Override the interpreter used to create the venv with PYTHON=...
 
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_apt.sh"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -44,22 +45,27 @@ create_venv() {
         die "kstream_nb needs Python >= $MIN_PY, but $py is $("$py" -c 'import sys; print(sys.version.split()[0])'). Install a newer Python and run again with PYTHON=/path/to/python3.X"
     fi
     echo "==> creating .venv with $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
-    local log
-    log="$(mktemp)"
-    if ! "$py" -m venv "$VENV" >"$log" 2>&1; then
-        cat "$log" >&2
-        rm -f "$log"
-        rm -rf "$VENV"
+    if ! try_venv "$py"; then
+        # Debian's Python ships without ensurepip: its venv module is the python3.X-venv package
         local ver
         ver="$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
-        echo >&2
-        echo "error: '$py -m venv' failed. On Debian/Ubuntu this means the venv module (ensurepip) is missing." >&2
-        echo "Install it with:" >&2
-        echo "    sudo apt-get install -y python3-venv python${ver}-venv" >&2
-        echo "then run this script again." >&2
-        exit 1
+        apt_install "to create .venv ('$py -m venv' failed)" "python${ver}-venv"
+        try_venv "$py" || die "'$py -m venv' still fails after installing python${ver}-venv"
     fi
+}
+
+# try_venv PYTHON: creates .venv with it; on failure shows why, removes the remains and returns 1
+try_venv() {
+    local log
+    log="$(mktemp)"
+    if "$1" -m venv "$VENV" >"$log" 2>&1; then
+        rm -f "$log"
+        return 0
+    fi
+    cat "$log" >&2
     rm -f "$log"
+    rm -rf "$VENV"
+    return 1
 }
 
 if [[ -x "$VENV_PY" ]] && "$VENV_PY" -m pip --version >/dev/null 2>&1; then

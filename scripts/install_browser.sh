@@ -5,6 +5,7 @@
 # JupyterLab extension, and Java 17 for Spark. Fails loudly when that is not possible.
 #     bash scripts/install_browser.sh
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_apt.sh"
 
 CHROMIUM=/usr/bin/chromium
 
@@ -12,29 +13,13 @@ CHROMIUM=/usr/bin/chromium
 PACKAGES=()
 [[ -x "$CHROMIUM" ]] || PACKAGES+=(chromium)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
-command -v java >/dev/null 2>&1 || PACKAGES+=(openjdk-17-jre-headless)
+java_major() { java -version 2>&1 | sed -n 's/.* version "\(1\.\)\{0,1\}\([0-9]*\).*/\2/p' | head -1; }
+if ! command -v java >/dev/null 2>&1 || [[ "$(java_major)" -lt 17 ]]; then
+    PACKAGES+=(openjdk-17-jre-headless) # Spark 4 needs Java 17 or newer
+fi
 
 if [[ ${#PACKAGES[@]} -gt 0 ]]; then
-    echo "==> missing for the tests: ${PACKAGES[*]}; installing them with apt-get"
-    if [[ "$(id -u)" -eq 0 ]]; then
-        SUDO=()
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO=(sudo -n)
-    else
-        echo "error: this user can neither run apt-get (not root) nor sudo without a password." >&2
-        echo "Install them yourself: sudo apt-get install -y ${PACKAGES[*]}" >&2
-        exit 1
-    fi
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "error: ${PACKAGES[*]} missing and there is no apt-get (not Debian/Ubuntu?); install them." >&2
-        exit 1
-    fi
-    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q \
-        || ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            "${PACKAGES[@]}"; then
-        echo "error: 'apt-get install -y ${PACKAGES[*]}' failed; the tests need them" >&2
-        exit 1
-    fi
+    apt_install "for the tests" "${PACKAGES[@]}"
 fi
 
 # (Debian's /usr/bin/chromium is a wrapper script that may print harmless shell warnings on stderr)
