@@ -66,6 +66,18 @@ class Serde(ABC):
         return f"{type(self).__name__}()"
 
 
+class JoinedSerializers(dict[str, Callable[[Any], "bytes | None"]]):
+    """A serde's serializer per topic, without the compact copy: for bytes joined into larger ones at once."""
+
+    def __init__(self, serde: Serde) -> None:
+        super().__init__()
+        self.serde = serde
+
+    def __missing__(self, topic: str) -> Callable[[Any], bytes | None]:
+        serialize = self[topic] = self.serde.serializer(topic, compact=False)
+        return serialize
+
+
 def _json_default(obj: Any) -> Any:
     """Converts values orjson does not know natively (pandas, numpy extras, sets) to JSON types."""
     import numpy as np

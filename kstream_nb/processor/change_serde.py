@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any
 
-from kstream_nb.cluster.serdes import Serde
+from kstream_nb.cluster.serdes import JoinedSerializers, Serde
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change
 
 _LEN = struct.Struct(">i")
-
-
-class JoinedSerializers(dict[str, Callable[[Any], "bytes | None"]]):
-    """A serde's serializer per topic, without the compact copy: for bytes joined into larger ones at once."""
-
-    def __init__(self, serde: Serde) -> None:
-        super().__init__()
-        self.serde = serde
-
-    def __missing__(self, topic: str) -> Callable[[Any], bytes | None]:
-        serialize = self[topic] = self.serde.serializer(topic, compact=False)
-        return serialize
 
 
 class ChangeSerde(Serde):

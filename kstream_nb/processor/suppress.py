@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 import orjson
 
 from kstream_nb.cluster.records import Headers
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import JoinedSerializers, Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError
 from kstream_nb.processor.api import Change, Processor, Record
-from kstream_nb.processor.change_serde import ChangeSerde, JoinedSerializers
+from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import KeyValueStoreBuilder, Stores

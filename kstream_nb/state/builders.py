@@ -190,11 +190,10 @@ def changelog_topic_config(builder: StoreFactory, additional_retention_ms: int) 
     """The configs a store's changelog topic is created with, as Kafka Streams sets them: compacted; a window
     or session store's also deleted after its retention plus ``additional_retention_ms`` (old windows never
     come back, so compaction alone would keep them for ever). The store's ``log_config`` wins."""
-    retention_ms = getattr(builder, "retention_ms", None)
-    if retention_ms is None:
+    if not isinstance(builder, WindowStoreBuilder):
         return {"cleanup.policy": "compact", **builder.log_config}
     config = {"cleanup.policy": "compact,delete", **builder.log_config}
-    config.setdefault("retention.ms", str(retention_ms + additional_retention_ms))
+    config.setdefault("retention.ms", str(builder.retention_ms + additional_retention_ms))
     return config
 
 
