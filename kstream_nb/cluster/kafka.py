@@ -570,29 +570,9 @@ class KafkaProducer(Producer):
     def send_batch(
         self, topic: str, records: list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]
     ) -> None:
-        """``send`` for each record, in one loop (exactly-once hands a commit's records over at once)."""
-        if not records:
-            return
-        if self._closed:
-            raise IllegalStateError("cannot send: the producer is closed")
-        if self.transactional and not self._in_transaction:
-            self.begin_transaction()
-        produce = self._producer.produce
+        send = self.sender()
         for key, value, timestamp, headers, partition in records:
-            if key is not None and key.__class__ is not bytes:
-                key = _as_bytes(topic, "key", key)
-            if value is not None and value.__class__ is not bytes:
-                value = _as_bytes(topic, "value", value)
-            part = _UNASSIGNED if partition is None else int(partition)
-            ts = 0 if timestamp is None else int(timestamp)
-            try:
-                produce(topic, value, key, part, None, None, ts, list(headers) if headers else None)
-            except BufferError:
-                self.sender()(topic, key, value, timestamp, headers, partition)  # waits for room
-            except KafkaException as e:
-                raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
-        self._producer.poll(0)  # delivery reports: a failed one is raised here
-        self._check()
+            send(topic, key, value, timestamp, headers, partition)
 
     def sender(self) -> Sender:
         """One record at a time, handed to librdkafka at once (it copies the bytes and batches itself)."""
