@@ -12,6 +12,7 @@ import logging
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable
 from enum import Enum
@@ -352,14 +353,10 @@ class KafkaStreams:
             thread.shutdown()
         current = threading.current_thread()
         helpers = [h for h in self._helpers if h is not current and h.name.endswith("-watch")]
-        deadline = None if timeout is None else time.monotonic() + timeout
         if self._global_thread is not None:
             self._global_thread.shutdown()
             helpers.append(self._global_thread)
-        for other in [*threads, *helpers]:
-            if other is not current:
-                other.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        stopped = all(not t.is_alive() for t in [*threads, *helpers] if t is not current)
+        stopped = self._join([t for t in [*threads, *helpers] if t is not current], timeout)
         if stopped:
             if self._global_stores is not None:
                 self._global_stores.close()
@@ -390,12 +387,24 @@ class KafkaStreams:
         return self._shutdown_threads(State.NOT_RUNNING, timeout) and self._join_helpers(timeout)
 
     def _join_helpers(self, timeout: float | None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
         current = threading.current_thread()
         others = [t for t in [*self._helpers, *self._threads, *self._finished_threads] if t is not current]
-        for thread in others:
+        return self._join(others, timeout)
+
+    def _join(self, threads: list[threading.Thread], timeout: float | None) -> bool:
+        """Waits for the threads; True if all ended. Logs where each one still running is stuck."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return all(not t.is_alive() for t in others)
+        stuck = [t for t in threads if t.is_alive()]
+        if stuck:
+            frames = sys._current_frames()
+            log.warning(
+                "app %r: %d thread(s) did not stop within %ss:\n%s", self.application_id, len(stuck), timeout,
+                "\n".join(f"{t.name} is at:\n{''.join(traceback.format_stack(frames[t.ident]))}"
+                          for t in stuck if t.ident in frames),
+            )  # fmt: skip
+        return not stuck
 
     close = stop
 

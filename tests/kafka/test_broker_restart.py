@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -159,12 +160,21 @@ def wordcount_app(bootstrap: str, guarantee: str, state_dir: Path) -> ks.KafkaSt
     )  # fmt: skip
 
 
+def stacks(threads: list[Any]) -> str:
+    frames = sys._current_frames()
+    return "\n".join(
+        f"{t.name}:\n{''.join(traceback.format_stack(frames[t.ident]))}" for t in threads if t.ident in frames
+    )
+
+
 def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage_s: float) -> None:
     """During the outage: no thread dies, the app is not in ERROR, each thread reports the broker away."""
     start = time.monotonic()
     # a thread inside a transactional call notices when the call times out (5 s): allow for it
     while time.monotonic() - start < outage_s or not all(t.broker_unreachable_since is not None for t in threads):
-        assert time.monotonic() - start < outage_s + 15, "a stream thread never reported the broker unreachable"
+        assert time.monotonic() - start < outage_s + 15, (
+            f"a stream thread never reported the broker unreachable; the threads are at:\n{stacks(threads)}"
+        )
         assert app.state in (ks.State.RUNNING, ks.State.REBALANCING), app.state
         assert all(t.is_alive() and t.error is None for t in threads)
         time.sleep(0.2)

@@ -125,3 +125,27 @@ def test_store_unavailable_after_stop(url, make_app):
     app.stop(10)
     with pytest.raises(InvalidStateStoreError, match="counts"):
         app.store("counts").get("a")
+
+
+def test_a_thread_that_does_not_stop_in_time_is_reported_with_where_it_is(url, make_app, caplog):
+    """stop(timeout) answers False, and the log says which thread is stuck and in which call."""
+    entered, release = threading.Event(), threading.Event()
+
+    def wait_for_release(key, value):
+        entered.set()
+        release.wait(30)
+        return value
+
+    b = ks.StreamsBuilder()
+    b.stream("in").map_values(wait_for_release).to("out")
+    ks.produce("in", [1], bootstrap_servers=url)
+    app = make_app(b.build(), application_id="stuck")
+    app.start().wait_until_running()
+    assert entered.wait(10)
+    try:
+        assert app.stop(timeout=0.5) is False
+        assert "stuck-StreamThread-1" in caplog.text and "did not stop within 0.5s" in caplog.text
+        assert "in wait_for_release" in caplog.text  # the frame the thread is in
+    finally:
+        release.set()
+    assert app.stop(timeout=10) is True
