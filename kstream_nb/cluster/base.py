@@ -163,7 +163,8 @@ class Producer(ABC):
     def flush(self, timeout: float = 30.0) -> None: ...
 
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self, timeout: float = 30.0) -> None:
+        """Aborts an open transaction and waits up to ``timeout`` s for the records sent to be delivered."""
 
     # ---- transactions (exactly_once_v2) ----------------------------------------------------------
     # A cluster without transactions (the embedded one) keeps these no-ops: there the stream thread
@@ -193,7 +194,7 @@ class Producer(ABC):
         """Makes the transaction's records and offsets visible together (nothing open: no-op); a call that
         times out can be retried."""
 
-    def abort_transaction(self) -> None:
+    def abort_transaction(self, timeout: float | None = None) -> None:
         """Discards the open transaction's records and offsets (nothing open: no-op)."""
 
 

@@ -538,6 +538,7 @@ class KafkaProducer(Producer):
         self._closed = False
         self._initialized = False
         self._in_transaction = False
+        self._offsets_call: _OffsetsCall | None = None
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None and self._error is None:
@@ -678,13 +679,31 @@ class KafkaProducer(Producer):
             return
         self.begin_transaction()
         ck_offsets = [with_metadata(tp, int(off), metadata) for tp, off in as_offsets(offsets)]
-        self._txn_call(
-            "send_offsets_to_transaction",
-            self._producer.send_offsets_to_transaction,
-            ck_offsets,
-            consumer.group_metadata(),
-            timeout or self.cluster.timeout_s,
-        )
+        wait = timeout or self.cluster.timeout_s
+        key = offsets_key(ck_offsets)
+        earlier = self._offsets_call
+        if earlier is not None:  # an earlier call still waited for the coordinator: wait for it again first
+            self._offsets_call = None
+            self._end_offsets_call(earlier, wait)
+            if earlier.key == key:
+                return
+        call = _OffsetsCall(self, ck_offsets, consumer.group_metadata(), wait)
+        call.start()
+        self._end_offsets_call(call, wait)
+
+    def _end_offsets_call(self, call: _OffsetsCall, wait: float) -> None:
+        """Waits for the call; raises its error, or a retriable one while it still waits."""
+        call.join(wait)
+        if call.is_alive():
+            self._offsets_call = call
+            raise TransactionError(
+                f"transactional producer {self.config.get('transactional.id')!r}: send_offsets_to_transaction "
+                f"did not answer within {wait}s (the group coordinator is unreachable)",
+                retriable=True,
+                code=KafkaError._TIMED_OUT,
+            )
+        if call.error is not None:
+            raise transaction_error("send_offsets_to_transaction", self.config.get("transactional.id"), call.error)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         if not self._in_transaction:
@@ -693,27 +712,61 @@ class KafkaProducer(Producer):
         self._in_transaction = False
         self._check()
 
-    def abort_transaction(self) -> None:
+    def abort_transaction(self, timeout: float | None = None) -> None:
         if not self._in_transaction:
             return
+        if self._offsets_call is not None and self._offsets_call.is_alive():
+            raise TransactionError(
+                f"transactional producer {self.config.get('transactional.id')!r}: cannot abort while "
+                "send_offsets_to_transaction waits for the group coordinator",
+                retriable=True,
+            )
         self._in_transaction = False
         self._error = None  # the failed deliveries belonged to the aborted transaction
-        self._txn_call("abort_transaction", self._producer.abort_transaction, self.cluster.timeout_s)
+        self._txn_call("abort_transaction", self._producer.abort_transaction, timeout or self.cluster.timeout_s)
 
     @property
     def in_transaction(self) -> bool:
         return self._in_transaction
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         if self._closed:
             return
         try:
             if self._in_transaction:
-                # never leave a transaction open: it would hold back read_committed readers
-                self.abort_transaction()
-            self.flush()
+                # never leave a transaction open: it would hold back read_committed readers (a broker that
+                # cannot be asked aborts it itself after transaction.timeout.ms)
+                self.abort_transaction(timeout)
+            self.flush(timeout)
         finally:
             self._closed = True
+
+
+class _OffsetsCall(threading.Thread):
+    """librdkafka's send_offsets_to_transaction on a helper thread: while the group coordinator is
+    unreachable the call ignores its timeout (confluentinc/librdkafka#5456) and would hold the stream
+    thread until the broker is back. The wait is bounded instead; the call goes on, and a retry with the
+    same offsets waits for it again. It ends when the broker answers (or the producer is destroyed)."""
+
+    def __init__(
+        self, producer: KafkaProducer, offsets: list[CKTopicPartition], group: Any, timeout: float
+    ) -> None:
+        super().__init__(name=f"{producer.config.get('transactional.id')}-send-offsets", daemon=True)
+        self.key = offsets_key(offsets)
+        self.error: KafkaException | None = None
+        self._call = producer._producer.send_offsets_to_transaction
+        self._args = (offsets, group, timeout)
+
+    def run(self) -> None:
+        try:
+            self._call(*self._args)
+        except KafkaException as e:
+            self.error = e
+
+
+def offsets_key(offsets: list[CKTopicPartition]) -> list[tuple[str, int, int, str | None]]:
+    """What a list of offsets says (confluent-kafka's TopicPartitions compare equal whatever their offsets)."""
+    return [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets]
 
 
 def transaction_error(what: str, transactional_id: Any, cause: KafkaException) -> TransactionError:

@@ -357,7 +357,7 @@ class MemoryProducer(Producer):
     def flush(self, timeout: float = 30.0) -> None:
         return None
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         self._closed = True
 
 

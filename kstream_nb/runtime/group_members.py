@@ -100,7 +100,7 @@ class GroupMembers:
         return sorted(members, key=lambda m: m.member_id)
 
     def close(self) -> None:
-        for closer in (self._producer.flush, self._producer.close, self._consumer.close):
+        for closer in (lambda: self._producer.close(2.0), self._consumer.close):
             with contextlib.suppress(Exception):  # best effort: the view is advisory
                 closer()
 

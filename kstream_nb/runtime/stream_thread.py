@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.base import Admin, Cluster
 from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
-from kstream_nb.errors import BrokerUnavailableError, TransactionError
+from kstream_nb.errors import BrokerUnavailableError, StreamsError, TransactionError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
@@ -235,7 +235,7 @@ class StreamThread(threading.Thread):
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         self._set_state("PARTITIONS_REVOKED")
         if self.error is not None:
-            self._close_tasks()
+            self._close_tasks(clean=False)
             return
         self._commit(force=True)
         # suspend rather than close: a task assigned back to this thread keeps its stores (no restore)
@@ -412,9 +412,9 @@ class StreamThread(threading.Thread):
         except Exception:
             log.exception("closing task %s failed", task.task_id)
 
-    def _close_tasks(self) -> None:
+    def _close_tasks(self, clean: bool) -> None:
         for task in [*self.tasks.values(), *self._suspended.values()]:
-            self._close_task(task)
+            self._close_task(task, clean)
         self.tasks = {}
         self._suspended = {}
         self._by_partition = {}
@@ -437,7 +437,8 @@ class StreamThread(threading.Thread):
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
             self._set_state("PENDING_SHUTDOWN")
-            self._commit(force=True)
+            if self.broker_unreachable_since is None:  # else the next run reads again from the last commit
+                self._commit(force=True)
         except BaseException as e:
             self.error = e
             log.error("stream thread %s failed: %s", self.name, e)
@@ -497,6 +498,8 @@ class StreamThread(threading.Thread):
             self._rate_sample = (now, total)
 
     def _commit(self, force: bool) -> None:
+        if not self.tasks:  # (closing: the producer delivers what the closed tasks wrote)
+            return
         due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
         if not (force or due or any(t.commit_requested for t in self.tasks.values())):
             return
@@ -553,6 +556,9 @@ class StreamThread(threading.Thread):
     #: how long a commit waits for the broker (the producer's acknowledgements, a transactional call) before
     #: the thread reports the broker unreachable and retries the commit later
     _COMMIT_TIMEOUT_S = 5.0
+    #: how long closing waits for the producer's last deliveries (and transaction), with the broker there or away
+    _CLOSE_TIMEOUT_S = 30.0
+    _CLOSE_AWAY_TIMEOUT_S = 1.0
 
     def _broker_lost(self, error: object) -> None:
         if self.broker_unreachable_since is None:
@@ -645,20 +651,26 @@ class StreamThread(threading.Thread):
         self._broker_back()
 
     def _close(self) -> None:
+        # with the broker away (the last commit failed) nothing waits for it: under exactly-once the open
+        # transaction is dropped as after a failure; at-least-once delivers what it can in a second, and
+        # what it cannot is processed again from the committed offsets
+        away = self.broker_unreachable_since is not None or self._transaction_corrupted
+        dirty = self._exactly_once and (self.error is not None or away)
+        wait_s = self._CLOSE_AWAY_TIMEOUT_S if away else self._CLOSE_TIMEOUT_S
         try:
-            self._close_tasks()
-            if self.error is not None and self._exactly_once:
+            self._close_tasks(clean=not dirty)
+            if dirty:
                 self.collector.abort()  # the open transaction: outputs and changelog writes never appear
-                self.producer.abort_transaction()
+                self.producer.abort_transaction(wait_s)
             else:
                 # at-least-once: what was processed before a failure is still delivered (offsets not committed)
                 self.collector.flush()
                 if self._transactions:
-                    self.producer.commit_transaction()  # writes of closing stores, if any
+                    self.producer.commit_transaction(wait_s)  # writes of closing stores, if any
         except Exception:
-            if self.error is None:
+            if self.error is None and not away:
                 raise
-            log.exception("aborting the transaction of %s failed", self.name)
+            log.exception("closing the producer's transaction of %s failed", self.name)
         finally:
             for standby in self.standbys.values():
                 standby.close()
@@ -668,9 +680,11 @@ class StreamThread(threading.Thread):
                 except Exception as e:
                     log.warning("%s could not leave the group-members board: %s", self.name, e)
             closers = (self.consumer.close, self.restore_consumer.close, self.standby_consumer.close)
-            for closer in (*closers, self.producer.close):
+            for closer in (*closers, lambda: self.producer.close(wait_s)):
                 try:
                     closer()
+                except StreamsError as e:  # says what failed (e.g. records not delivered with the broker away)
+                    log.warning("closing a client of %s: %s", self.name, e)
                 except Exception:
                     log.exception("closing a client of %s failed", self.name)
 

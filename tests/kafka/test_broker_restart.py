@@ -10,10 +10,12 @@ offsets and transactions survive a SIGKILL of tansu.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.request
@@ -25,8 +27,10 @@ from typing import Any
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.cluster.kafka import close_clusters
-from kstream_nb.errors import InvalidStateStoreError
+from kstream_nb.cluster.kafka import close_clusters, get_kafka_cluster
+from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import InvalidStateStoreError, StreamsError, TransactionError
+from tests.helpers import wait_for
 from tests.tansu_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
 
 pytestmark = pytest.mark.kafka
@@ -249,3 +253,75 @@ def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableT
         assert ks.State.ERROR not in states and ks.State.PENDING_ERROR not in states
     finally:
         assert app.stop(timeout=30)
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_stop_while_the_broker_is_away(durable_tansu: DurableTansu, tmp_path: Path, guarantee: str) -> None:
+    """stop() with the broker gone ends within its timeout (nothing waits for the broker); the next run
+    loses nothing: exactly_once_v2 drops the open transaction and counts end exact, at_least_once counts
+    again what was not committed."""
+    bootstrap = durable_tansu.bootstrap
+    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
+    second = [f"w{i % 5} late common" for i in range(200)]
+    for k in range(10):
+        ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+    app = wordcount_app(bootstrap, guarantee, tmp_path / "state")
+    try:
+        app.start()
+        app.wait_until_running(60)
+        threads = list(app.threads)
+        while sum(t.processed_total for t in threads) < 1000:
+            time.sleep(0.005)
+        durable_tansu.kill(signal.SIGKILL)
+        assert_waits_for_the_broker(app, threads, 1.0)
+        began = time.monotonic()
+        assert app.stop(timeout=20), "the app did not stop with the broker away"
+        print(f"{guarantee}: stopped {time.monotonic() - began:.1f}s after stop() with the broker away")
+    finally:
+        app.stop(timeout=30)
+    durable_tansu.start()
+    ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
+    expected = word_counts(first + second)
+    again = wordcount_app(bootstrap, guarantee, tmp_path / "state")
+    try:
+        again.start()
+        again.wait_until_running(60)
+        counts = counts_when_done(again, expected, timeout=90)
+    finally:
+        assert again.stop(timeout=30)
+    if guarantee == "exactly_once_v2":
+        assert counts == dict(expected)
+    else:
+        assert set(counts) == set(expected) and counts["late"] == 200
+    # a transactional call librdkafka held past its timeout while the broker was away has returned since
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name.endswith("-send-offsets")], timeout=30)
+
+
+def test_send_offsets_to_transaction_answers_within_its_timeout_with_the_broker_gone(
+    durable_tansu: DurableTansu,
+) -> None:
+    """librdkafka's own call can wait for a lost group coordinator past its timeout (librdkafka#5456):
+    the producer's call answers within it, and its helper thread ends once the broker is back."""
+    bootstrap = durable_tansu.bootstrap
+    ks.produce("src", [1, 2, 3], bootstrap_servers=bootstrap)
+    cluster = get_kafka_cluster(bootstrap, FAST_CLIENT_CONFIG)
+    consumer = cluster.consumer("offsets-group", {})
+    consumer.subscribe(["src"])
+    wait_for(lambda: consumer.poll(0.2, 10), timeout=30, what="the consumer's first records")
+    producer = cluster.producer({"transactional.id": "offsets-txn"})
+    try:
+        producer.init_transactions()
+        producer.send("out", b"k", b"v")
+        producer.send_offsets_to_transaction({TopicPartition("src", 0): 1}, consumer, timeout=10)
+        durable_tansu.kill(signal.SIGKILL)
+        began = time.monotonic()
+        with pytest.raises(TransactionError) as failed:
+            producer.send_offsets_to_transaction({TopicPartition("src", 0): 3}, consumer, timeout=2)
+        assert time.monotonic() - began < 6, f"answered after {time.monotonic() - began:.1f}s"
+        assert failed.value.retriable or failed.value.abortable, failed.value
+        durable_tansu.start()
+        wait_for(lambda: not [t for t in threading.enumerate() if t.name.endswith("-send-offsets")], timeout=60)
+    finally:
+        consumer.close()
+        with contextlib.suppress(StreamsError):
+            producer.close(2.0)
