@@ -394,6 +394,7 @@ class KafkaStreams:
     def _join(self, threads: list[threading.Thread], timeout: float | None) -> bool:
         """Waits for the threads; True if all ended. Logs where each one still running is stuck."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        threads = list(dict.fromkeys(threads))  # a stopping thread is both running and finished
         for thread in threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         stuck = [t for t in threads if t.is_alive()]
