@@ -159,8 +159,15 @@ class Producer(ABC):
                 partition,
             )
 
+    #: called while ``send`` waits for room in a full local queue (the broker is slow or away), with the
+    #: seconds waited so far; it may raise to stop waiting
+    on_queue_full: Callable[[float], None] | None = None
+
     @abstractmethod
     def flush(self, timeout: float = 30.0) -> None: ...
+
+    def purge(self) -> None:
+        """Drops the records not yet delivered (a cluster that delivers at once has none)."""
 
     @abstractmethod
     def close(self, timeout: float = 30.0) -> None:

@@ -509,6 +509,10 @@ def _as_bytes(topic: str, what: str, data: Any) -> bytes | None:
     )
 
 
+#: what librdkafka reports for the records ``purge`` dropped (not delivery failures)
+_PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+
+
 class KafkaProducer(Producer):
     """An asynchronous librdkafka producer; the first failed delivery is raised by ``send``/``flush``.
 
@@ -541,7 +545,7 @@ class KafkaProducer(Producer):
         self._offsets_call: _OffsetsCall | None = None
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None and self._error is None:
+        if err is not None and self._error is None and err.code() not in _PURGED:
             where = (
                 f"{msg.topic()}-{msg.partition()}"
                 if msg.partition() is not None and msg.partition() >= 0
@@ -608,6 +612,7 @@ class KafkaProducer(Producer):
                 value = _as_bytes(topic, "value", value)
             part = _UNASSIGNED if partition is None else int(partition)
             ts = 0 if timestamp is None else int(timestamp)  # 0: librdkafka stamps the current time
+            full_since = 0.0
             while True:
                 try:
                     # positional (topic, value, key, partition, callback, on_delivery, timestamp, headers):
@@ -615,9 +620,13 @@ class KafkaProducer(Producer):
                     produce(topic, value, key, part, None, None, ts, list(headers) if headers else None)
                     break
                 except BufferError:
-                    # the local queue is full: let librdkafka deliver some, then try again
-                    producer.poll(0.05)
+                    # the local queue is full: wait for librdkafka to deliver it (flush returns once it has;
+                    # poll would wait the whole time, successful deliveries not being reported), then retry
+                    full_since = full_since or time.monotonic()
+                    producer.flush(0.05)
                     self._check()
+                    if self.on_queue_full is not None:
+                        self.on_queue_full(time.monotonic() - full_since)
                 except KafkaException as e:
                     raise StreamsError(f"cannot send a record to topic {topic!r}: {e}") from e
             unsent += 1
@@ -627,6 +636,10 @@ class KafkaProducer(Producer):
                 self._check()
 
         return send
+
+    def purge(self) -> None:
+        self._producer.purge()
+        self._producer.poll(0)  # their delivery reports
 
     def in_flight(self) -> int:
         """Records handed to the producer and not yet acknowledged by the broker (raises a failed delivery)."""

@@ -105,6 +105,11 @@ def _spec(topic: str) -> Any:
     return TopicSpec(topic, 1)
 
 
+class _StopWhileBlocked(BaseException):
+    """Unwinds a stream thread told to stop while a send waits for the broker (a BaseException, so that no
+    processing-error handler takes it for a record's failure)."""
+
+
 class StreamThread(threading.Thread):
     """Runs the tasks the group assigns to it until ``shutdown()``; reports a failure to ``on_error``."""
 
@@ -173,6 +178,7 @@ class StreamThread(threading.Thread):
             # (offsets are committed only after every record is acknowledged, so none is lost)
             producer_config.setdefault("message.timeout.ms", 0)
         self.producer = cluster.producer(producer_config)
+        self.producer.on_queue_full = self._queue_full
         # exactly-once sends a transaction's records last, right before its commit (see _commit_transaction)
         self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
         self.tasks: dict[str, StreamTask] = {}
@@ -187,6 +193,7 @@ class StreamThread(threading.Thread):
         self._committing = False
         #: exactly-once: the open transaction must be aborted and the tasks rebuilt
         self._transaction_corrupted = False
+        self._closing = False
         self._broker_checked = 0.0
         self.missing_topics: list[str] = []
         self.pending_tasks: list[str] = []
@@ -439,6 +446,8 @@ class StreamThread(threading.Thread):
             self._set_state("PENDING_SHUTDOWN")
             if self.broker_unreachable_since is None:  # else the next run reads again from the last commit
                 self._commit(force=True)
+        except _StopWhileBlocked as e:
+            log.warning("%s; what it did not commit is processed again at the next start", e)
         except BaseException as e:
             self.error = e
             log.error("stream thread %s failed: %s", self.name, e)
@@ -560,6 +569,19 @@ class StreamThread(threading.Thread):
     _CLOSE_TIMEOUT_S = 30.0
     _CLOSE_AWAY_TIMEOUT_S = 1.0
 
+    def _queue_full(self, waited_s: float) -> None:
+        """While a send waits for room in the producer's queue: after a second the broker counts as away;
+        a shutdown stops the wait (what was not committed is processed again at the next start)."""
+        if waited_s >= 1.0:
+            self._broker_lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
+        if not self._shutdown.is_set():
+            return
+        self._broker_lost("the producer's queue is full")
+        if self._closing:
+            self.producer.purge()  # its records' offsets are not committed: the next start processes them again
+            return
+        raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
+
     def _broker_lost(self, error: object) -> None:
         if self.broker_unreachable_since is None:
             self.broker_unreachable_since = time.monotonic()
@@ -651,6 +673,7 @@ class StreamThread(threading.Thread):
         self._broker_back()
 
     def _close(self) -> None:
+        self._closing = True
         # with the broker away (the last commit failed) nothing waits for it: under exactly-once the open
         # transaction is dropped as after a failure; at-least-once delivers what it can in a second, and
         # what it cannot is processed again from the committed offsets

@@ -152,12 +152,18 @@ def counts_when_done(app: ks.KafkaStreams, expected: Counter[str], timeout: floa
     raise AssertionError(f"counts did not reach {dict(expected)} within {timeout}s: {last}")
 
 
-def wordcount_app(bootstrap: str, guarantee: str, state_dir: Path) -> ks.KafkaStreams:
+#: a producer queue this small fills while the broker is away: sends wait for room
+SMALL_PRODUCER_QUEUE = {"producer.queue.buffering.max.messages": 1000}
+
+
+def wordcount_app(
+    bootstrap: str, guarantee: str, state_dir: Path, client: dict[str, Any] | None = None
+) -> ks.KafkaStreams:
     b = ks.StreamsBuilder()
     counts = b.stream("lines").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
     counts.to_stream().to("counts-out")
     # a longer fetch wait than FAST_CLIENT_CONFIG's: every fetch lists objects on the S3 server
-    config = {**FAST_CLIENT_CONFIG, "fetch.wait.max.ms": 250}
+    config = {**FAST_CLIENT_CONFIG, "fetch.wait.max.ms": 250, **(client or {})}
     return ks.KafkaStreams(
         b.build(), f"restart-{guarantee}", bootstrap, processing_guarantee=guarantee, commit_interval_ms=100,
         poll_ms=20, state_dir=str(state_dir), client_config=config,
@@ -230,6 +236,38 @@ def test_broker_killed_while_processing(
         assert app.stop(timeout=30)
 
 
+def test_a_send_waiting_for_room_in_a_full_producer_queue_reports_the_broker_away(
+    durable_tansu: DurableTansu, tmp_path: Path
+) -> None:
+    """at_least_once with a producer queue so small that sends wait for room all the time: with the broker
+    away the thread (held in a send or in a commit) reports it unreachable, goes on once it is back, and
+    nothing is lost."""
+    bootstrap = durable_tansu.bootstrap
+    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
+    second = [f"w{i % 5} late common" for i in range(200)]
+    for k in range(10):
+        ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+    app = wordcount_app(bootstrap, "at_least_once", tmp_path / "state", SMALL_PRODUCER_QUEUE)
+    try:
+        app.start()
+        app.wait_until_running(60)
+        threads = list(app.threads)
+        while sum(t.processed_total for t in threads) < 300:
+            time.sleep(0.005)
+        print(f"full queue: {sum(t.processed_total for t in threads)} lines processed at the kill")
+        durable_tansu.kill(signal.SIGKILL)
+        assert_waits_for_the_broker(app, threads, 3.0)
+        durable_tansu.start()
+        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
+        expected = word_counts(first + second)
+        counts = counts_when_done(app, expected, timeout=90)
+        assert set(counts) == set(expected) and counts["late"] == 200
+        assert all(t.is_alive() and t.error is None for t in threads)
+        assert all(t.broker_unreachable_since is None for t in threads)
+    finally:
+        assert app.stop(timeout=30)
+
+
 def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableTansu, tmp_path: Path) -> None:
     """exactly_once_v2, SIGKILL while the app is idle (no transaction open): counts stay exact."""
     bootstrap = durable_tansu.bootstrap
@@ -255,17 +293,23 @@ def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableT
         assert app.stop(timeout=30)
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
-def test_stop_while_the_broker_is_away(durable_tansu: DurableTansu, tmp_path: Path, guarantee: str) -> None:
-    """stop() with the broker gone ends within its timeout (nothing waits for the broker); the next run
-    loses nothing: exactly_once_v2 drops the open transaction and counts end exact, at_least_once counts
-    again what was not committed."""
+@pytest.mark.parametrize(
+    ("guarantee", "client"),
+    [("at_least_once", {}), ("at_least_once", SMALL_PRODUCER_QUEUE), ("exactly_once_v2", {})],
+    ids=["at_least_once", "at_least_once-full-queue", "exactly_once_v2"],
+)
+def test_stop_while_the_broker_is_away(
+    durable_tansu: DurableTansu, tmp_path: Path, guarantee: str, client: dict[str, Any]
+) -> None:
+    """stop() with the broker gone ends within its timeout (nothing waits for the broker, not even a send
+    waiting for room in a full producer queue); the next run loses nothing: exactly_once_v2 drops the open
+    transaction and counts end exact, at_least_once counts again what was not committed."""
     bootstrap = durable_tansu.bootstrap
     first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
     second = [f"w{i % 5} late common" for i in range(200)]
     for k in range(10):
         ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
-    app = wordcount_app(bootstrap, guarantee, tmp_path / "state")
+    app = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
     try:
         app.start()
         app.wait_until_running(60)
@@ -282,7 +326,7 @@ def test_stop_while_the_broker_is_away(durable_tansu: DurableTansu, tmp_path: Pa
     durable_tansu.start()
     ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
     expected = word_counts(first + second)
-    again = wordcount_app(bootstrap, guarantee, tmp_path / "state")
+    again = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
     try:
         again.start()
         again.wait_until_running(60)
