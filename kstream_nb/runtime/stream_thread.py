@@ -507,7 +507,7 @@ class StreamThread(threading.Thread):
             self._rate_sample = (now, total)
 
     def _commit(self, force: bool) -> None:
-        if not self.tasks:  # (closing: the producer delivers what the closed tasks wrote)
+        if self._closing:  # (the consumer's close revokes the partitions: _close has done what is left)
             return
         due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
         if not (force or due or any(t.commit_requested for t in self.tasks.values())):
@@ -540,7 +540,6 @@ class StreamThread(threading.Thread):
                 self._transaction_corrupted = e.abortable
                 self._last_commit = time.monotonic()
                 return
-            self._broker_back()
         else:
             try:
                 self.collector.flush()
@@ -555,6 +554,7 @@ class StreamThread(threading.Thread):
                 self._broker_lost(e)
                 self._last_commit = time.monotonic()
                 return
+        if offsets:  # the broker took them (a commit of nothing asked it nothing: _watch_broker tells)
             self._broker_back()
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)

@@ -190,6 +190,10 @@ def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage
         time.sleep(0.2)
     metrics = app.metrics()  # answers without asking the broker
     assert metrics["status"] == "broker unreachable" and metrics["lag"] == {}
+    # and the report holds while the broker stays away (a commit with nothing to commit asks it nothing)
+    for _ in range(30):
+        assert all(t.broker_unreachable_since is not None for t in threads), "the report did not hold"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
