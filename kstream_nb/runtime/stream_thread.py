@@ -570,17 +570,16 @@ class StreamThread(threading.Thread):
     _CLOSE_AWAY_TIMEOUT_S = 1.0
 
     def _queue_full(self, waited_s: float) -> None:
-        """While a send waits for room in the producer's queue: after a second the broker counts as away;
-        a shutdown stops the wait (what was not committed is processed again at the next start)."""
+        """While a send waits for room in the producer's queue: after a second the broker counts as away
+        (and a closing thread drops what is queued); a shutdown stops the wait."""
         if waited_s >= 1.0:
             self._broker_lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
-        if not self._shutdown.is_set():
-            return
-        self._broker_lost("the producer's queue is full")
-        if self._closing:
-            self.producer.purge()  # its records' offsets are not committed: the next start processes them again
-            return
-        raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
+            if self._closing:  # nothing commits after this: the next start processes those records again
+                self.producer.purge()
+                return
+        if self._shutdown.is_set() and not self._closing:
+            self._broker_lost("the producer's queue is full")
+            raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
 
     def _broker_lost(self, error: object) -> None:
         if self.broker_unreachable_since is None:
