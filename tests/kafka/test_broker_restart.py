@@ -170,6 +170,27 @@ def wordcount_app(
     )  # fmt: skip
 
 
+#: lines processed while the broker is killed, and lines produced after it is back
+FIRST = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
+LATE = [f"w{i % 5} late common" for i in range(200)]
+
+
+def produce_lines(bootstrap: str, lines: list[str]) -> None:
+    for k in range(0, len(lines), 300):
+        ks.produce("lines", lines[k : k + 300], bootstrap_servers=bootstrap, partitions=2)
+
+
+def kill_the_broker_while_processing(app: ks.KafkaStreams, broker: DurableTansu, processed: int) -> list[Any]:
+    """Starts the app and SIGKILLs the broker once ``processed`` lines went through; the app's threads."""
+    app.start()
+    app.wait_until_running(60)
+    threads = list(app.threads)
+    while sum(t.processed_total for t in threads) < processed:
+        time.sleep(0.005)
+    broker.kill(signal.SIGKILL)
+    return threads
+
+
 def stacks(threads: list[Any]) -> str:
     frames = sys._current_frames()
     return "\n".join(
@@ -208,22 +229,14 @@ def test_broker_killed_while_processing(
     app = wordcount_app(bootstrap, guarantee, tmp_path / "state")
     states: list[ks.State] = []
     app.set_state_listener(lambda new, old: states.append(new))
-    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
-    second = [f"w{i % 5} late common" for i in range(200)]
     try:
-        for k in range(10):
-            ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
-        app.start()
-        app.wait_until_running(60)
-        threads = list(app.threads)
-        while sum(t.processed_total for t in threads) < 1000:
-            time.sleep(0.005)
-        durable_tansu.kill(signal.SIGKILL)
+        produce_lines(bootstrap, FIRST)
+        threads = kill_the_broker_while_processing(app, durable_tansu, 1000)
         assert_waits_for_the_broker(app, threads, 8.0)
         assert "broker unreachable" in caplog.text
         durable_tansu.start()
-        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
-        expected = word_counts(first + second)
+        produce_lines(bootstrap, LATE)
+        expected = word_counts(FIRST + LATE)
         counts = counts_when_done(app, expected, timeout=90)
         if guarantee == "exactly_once_v2":
             assert counts == dict(expected)
@@ -247,23 +260,14 @@ def test_a_send_waiting_for_room_in_a_full_producer_queue_reports_the_broker_awa
     away the thread (held in a send or in a commit) reports it unreachable, goes on once it is back, and
     nothing is lost."""
     bootstrap = durable_tansu.bootstrap
-    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
-    second = [f"w{i % 5} late common" for i in range(200)]
-    for k in range(10):
-        ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+    produce_lines(bootstrap, FIRST)
     app = wordcount_app(bootstrap, "at_least_once", tmp_path / "state", SMALL_PRODUCER_QUEUE)
     try:
-        app.start()
-        app.wait_until_running(60)
-        threads = list(app.threads)
-        while sum(t.processed_total for t in threads) < 300:
-            time.sleep(0.005)
-        print(f"full queue: {sum(t.processed_total for t in threads)} lines processed at the kill")
-        durable_tansu.kill(signal.SIGKILL)
+        threads = kill_the_broker_while_processing(app, durable_tansu, 300)
         assert_waits_for_the_broker(app, threads, 3.0)
         durable_tansu.start()
-        ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
-        expected = word_counts(first + second)
+        produce_lines(bootstrap, LATE)
+        expected = word_counts(FIRST + LATE)
         counts = counts_when_done(app, expected, timeout=90)
         assert set(counts) == set(expected) and counts["late"] == 200
         assert all(t.is_alive() and t.error is None for t in threads)
@@ -309,18 +313,10 @@ def test_stop_while_the_broker_is_away(
     waiting for room in a full producer queue); the next run loses nothing: exactly_once_v2 drops the open
     transaction and counts end exact, at_least_once counts again what was not committed."""
     bootstrap = durable_tansu.bootstrap
-    first = [f"w{i % 7} w{i % 3} common" for i in range(3000)]
-    second = [f"w{i % 5} late common" for i in range(200)]
-    for k in range(10):
-        ks.produce("lines", first[k * 300 : (k + 1) * 300], bootstrap_servers=bootstrap, partitions=2)
+    produce_lines(bootstrap, FIRST)
     app = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
     try:
-        app.start()
-        app.wait_until_running(60)
-        threads = list(app.threads)
-        while sum(t.processed_total for t in threads) < 1000:
-            time.sleep(0.005)
-        durable_tansu.kill(signal.SIGKILL)
+        threads = kill_the_broker_while_processing(app, durable_tansu, 1000)
         assert_waits_for_the_broker(app, threads, 1.0)
         began = time.monotonic()
         assert app.stop(timeout=20), "the app did not stop with the broker away"
@@ -328,8 +324,8 @@ def test_stop_while_the_broker_is_away(
     finally:
         app.stop(timeout=30)
     durable_tansu.start()
-    ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
-    expected = word_counts(first + second)
+    produce_lines(bootstrap, LATE)
+    expected = word_counts(FIRST + LATE)
     again = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
     try:
         again.start()
