@@ -245,6 +245,14 @@ class StreamThread(threading.Thread):
             self._close_tasks(clean=False)
             return
         self._commit(force=True)
+        uncommitted = any(t.offsets_to_commit() for t in self.tasks.values())
+        if self._exactly_once and (uncommitted or self._committing or self._transaction_corrupted):
+            # the commit did not go through (the broker is away): the stores hold updates of a transaction
+            # that is to be aborted, so the tasks are closed dirty and built again from their changelogs,
+            # as Kafka Streams does, instead of being suspended with them
+            self._transaction_corrupted = self._transactions
+            self._close_tasks(clean=False)
+            return
         # suspend rather than close: a task assigned back to this thread keeps its stores (no restore)
         for task in self.tasks.values():
             task.suspend()
@@ -570,15 +578,14 @@ class StreamThread(threading.Thread):
     _CLOSE_AWAY_TIMEOUT_S = 1.0
 
     def _queue_full(self, waited_s: float) -> None:
-        """While a send waits for room in the producer's queue: after a second the broker counts as away
-        (and a closing thread drops what is queued); a shutdown stops the wait."""
-        if waited_s >= 1.0:
-            self._broker_lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
-            if self._closing:  # nothing commits after this: the next start processes those records again
-                self.producer.purge()
-                return
-        if self._shutdown.is_set() and not self._closing:
-            self._broker_lost("the producer's queue is full")
+        """While a send has waited a second for room in the producer's queue: the broker counts as away, a
+        closing thread drops what is queued, and a shutdown stops the wait."""
+        if waited_s < 1.0:
+            return
+        self._broker_lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
+        if self._closing:  # nothing commits after this: the next start processes those records again
+            self.producer.purge()
+        elif self._shutdown.is_set():
             raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
 
     def _broker_lost(self, error: object) -> None:
