@@ -452,7 +452,7 @@ class StreamThread(threading.Thread):
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
             self._set_state("PENDING_SHUTDOWN")
-            if self.broker_unreachable_since is None:  # else the next run reads again from the last commit
+            if not self._broker_away_now():  # else the next run reads again from the last commit
                 self._commit(force=True)
         except _StopWhileBlocked as e:
             log.warning("%s; what it did not commit is processed again at the next start", e)
@@ -588,6 +588,10 @@ class StreamThread(threading.Thread):
         elif self._shutdown.is_set():
             raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
 
+    def _broker_away_now(self) -> bool:
+        """Whether the broker is away at this moment (asked again: a report may be a second old)."""
+        return self.broker_unreachable_since is not None and not self.cluster.reachable(0.5)
+
     def _broker_lost(self, error: object) -> None:
         if self.broker_unreachable_since is None:
             self.broker_unreachable_since = time.monotonic()
@@ -683,7 +687,7 @@ class StreamThread(threading.Thread):
         # with the broker away (the last commit failed) nothing waits for it: under exactly-once the open
         # transaction is dropped as after a failure; at-least-once delivers what it can in a second, and
         # what it cannot is processed again from the committed offsets
-        away = self.broker_unreachable_since is not None or self._transaction_corrupted
+        away = self._transaction_corrupted or self._broker_away_now()
         dirty = self._exactly_once and (self.error is not None or away)
         wait_s = self._CLOSE_AWAY_TIMEOUT_S if away else self._CLOSE_TIMEOUT_S
         try:
