@@ -17,6 +17,7 @@ the process (SIGSTOP) and reads it to tell a kill that lands inside a commit (se
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import signal
@@ -103,6 +104,7 @@ def main(argv: list[str]) -> int:
         default_dsl_store=dsl_store,
         client_config=dict(FAST_CLIENT_CONFIG),
     )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(threadName)s %(name)s: %(message)s")
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
     app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
     stop = threading.Event()
