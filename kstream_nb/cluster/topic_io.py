@@ -22,7 +22,8 @@ RESERVED_COLUMNS = ("key", "timestamp", "partition", "headers")
 READ_COLUMNS = ["partition", "offset", "timestamp", "key", "value", "headers"]
 
 Timestamps = int | Sequence[int] | np.ndarray | None
-_STALL_S = 10.0
+#: how long ``read_topic`` waits for the next record of a partition it has not read to its end
+_STALL_S = 30.0
 
 
 def produce(
@@ -298,9 +299,12 @@ def _read_partition(
         before = consumer.position(tp)
         batches = consumer.poll(0.2, 10_000 if limit is None else min(10_000, limit - taken))
         if not batches and consumer.position(tp) == before:
-            # a remote broker may take a moment to answer; nothing for this long means nothing more
+            # a remote broker may take a moment to answer; a partial partition is never returned as the whole
             if time.monotonic() - progress_at > _STALL_S:
-                break
+                raise StreamsError(
+                    f"reading topic {tp.topic!r} partition {tp.partition}: no record for {_STALL_S:g}s at "
+                    f"offset {before}, before its end offset {end}"
+                )
             continue
         progress_at = time.monotonic()
         for batch in batches:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -9,6 +10,8 @@ from kstream_nb.cluster.base import Admin, Consumer
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.task import StreamTask
+
+log = logging.getLogger("kstream_nb.restore")
 
 
 def restore_task(
@@ -47,7 +50,8 @@ def restore_task(
     total = sum(ends[tp] - begins[tp] for tp in todo)
     if progress is not None:
         progress(task.task_id, 0, total)
-    deadline = time.monotonic() + timeout_s
+    began = time.monotonic()
+    deadline = began + timeout_s
     while todo:
         if time.monotonic() > deadline:
             raise StreamsError(f"task {task.task_id}: restoring {sorted(map(str, todo))} timed out")
@@ -61,4 +65,11 @@ def restore_task(
             progress(task.task_id, sum(positions[tp] - begins[tp] for tp in positions), total)
         todo = {tp for tp in todo if positions[tp] < ends[tp]}
     consumer.assign([])
+    log.info(
+        "task %s: restored %d records from %s in %.1fs",
+        task.task_id,
+        restored,
+        ", ".join(f"{tp} {begins[tp]}..{ends[tp]}" for tp in sorted(restoring, key=str)),
+        time.monotonic() - began,
+    )
     return restored

@@ -140,3 +140,25 @@ def test_empty_frame_and_timestamp_count_mismatch(bootstrap: str) -> None:
 def test_invalid_bootstrap_is_rejected() -> None:
     with pytest.raises(StreamsError, match="bootstrap_servers"):
         produce("t", [1], "")
+
+
+def test_a_partition_that_stops_short_of_its_end_is_an_error_not_a_partial_frame(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end offsets promise records the broker does not hand over: read_topic names the partition and
+    where it stopped instead of returning what it got as if it were all."""
+    import kstream_nb.cluster.topic_io as topic_io
+
+    produce("t", list(range(5)), bootstrap)
+    admin_type = type(get_cluster(bootstrap).admin())
+    real_end_offsets = admin_type.end_offsets
+    monkeypatch.setattr(
+        admin_type,
+        "end_offsets",
+        lambda self, tps: {tp: end + 3 for tp, end in real_end_offsets(self, tps).items()},
+    )
+    monkeypatch.setattr(topic_io, "_STALL_S", 0.3)
+    with pytest.raises(
+        StreamsError, match=r"topic 't' partition 0: no record for 0.3s at offset 5, before its end offset 8"
+    ):
+        read_topic("t", bootstrap)

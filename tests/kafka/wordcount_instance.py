@@ -104,7 +104,9 @@ def main(argv: list[str]) -> int:
         default_dsl_store=dsl_store,
         client_config=dict(FAST_CLIENT_CONFIG),
     )
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(threadName)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(name)s: %(message)s")
+    logging.getLogger("kstream_nb.restore").setLevel(logging.INFO)
+    logging.getLogger("kstream_nb.thread").setLevel(logging.INFO)
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
     app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
     stop = threading.Event()
