@@ -215,30 +215,40 @@ def run_with_kills(
         result["final_changelog"] = dict(
             changelog.sort_values(["partition", "offset"]).groupby("key")["value"].last()
         )
-        result["changelog_regressions"] = regressions(changelog, expected)
+        result["changelog_regressions"] = regressions(changelog, expected, f"{app_id}-counts-changelog", bootstrap)
     return result
 
 
-def regressions(changelog: Any, expected: Counter[str]) -> str:
-    """Words whose last count in the changelog is below the expected one, with the places where their count
-    went down (a store restored without its latest updates counts on from an older value)."""
+def regressions(changelog: Any, expected: Counter[str], topic: str, bootstrap: str) -> str:
+    """Where a word's count went down in the changelog (a store restored without its latest updates counts
+    on from an older value; updates written out of order), and the words whose last count is below the
+    expected one."""
     short = {w: (c, None) for w, c in expected.items()}
-    lines = []
+    downs: dict[str, list[tuple[int, int, int]]] = {}
     for word, rows in changelog.sort_values(["partition", "offset"]).groupby("key"):
         values, offsets = rows["value"].tolist(), rows["offset"].tolist()
-        if values[-1] >= expected[word]:
-            short.pop(word, None)
-            continue
-        short[word] = (expected[word], values[-1])
-        downs = [
+        steps = [
             (offsets[i], values[i - 1], values[i]) for i in range(1, len(values)) if values[i] < values[i - 1]
         ]
-        lines.append(
-            f"{word} (partition {rows['partition'].iloc[0]}): goes down at (offset, from, to) {downs[:5]}"
+        if steps:
+            downs[f"{word}@{rows['partition'].iloc[0]}"] = steps[:3]
+        if values[-1] >= expected[word]:
+            short.pop(word, None)
+        else:
+            short[word] = (expected[word], values[-1])
+    below = f"{len(short)} word(s) end below their count (expected, last): {short}" if short else "none ends low"
+    report = f"{below}; {len(downs)} word(s) whose count goes down at (offset, from, to): {downs}"
+    if short:
+        per = changelog.groupby("partition")["offset"].agg(["count", "max"]).to_dict("index")
+        again = ks.read_topic(topic, bootstrap_servers=bootstrap, client_config={"client.id": "second-look"})
+        last = again.sort_values(["partition", "offset"]).groupby("key")["value"].last()
+        counts_then = {w: last.get(w) for w in short}
+        report += (
+            f"; changelog partitions read (count, last offset): {per}; read again with new clients: "
+            f"{again.groupby('partition')['offset'].agg(['count', 'max']).to_dict('index')}, "
+            f"last counts then {counts_then}"
         )
-    if not short:
-        return "every final count reaches the expected one"
-    return f"{len(short)} word(s) end below their count (expected, last): {short}; " + "; ".join(lines)
+    return report
 
 
 def lost_words(data: list[str], start: int, repartitioned: Any, topics: tuple[str, str], bootstrap: str) -> str:

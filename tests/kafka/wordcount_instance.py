@@ -7,7 +7,8 @@
 event time, through ``suppress(until_window_closes())``; the grace outlasts the input's time span).
 
 Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
-at random moments. Prints ``STATE <new>`` on every state change (flushed at once); SIGTERM stops it cleanly.
+at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and logs warnings and each
+task's restoration (with the process id); SIGTERM stops it cleanly.
 A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
 
 ``COMMIT_FLAG``: a file whose first byte is 1 while a stream thread is inside an exactly-once commit (from
@@ -104,9 +105,10 @@ def main(argv: list[str]) -> int:
         default_dsl_store=dsl_store,
         client_config=dict(FAST_CLIENT_CONFIG),
     )
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(name)s %(message)s"
+    )
     logging.getLogger("kstream_nb.restore").setLevel(logging.INFO)
-    logging.getLogger("kstream_nb.thread").setLevel(logging.INFO)
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
     app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
     stop = threading.Event()
