@@ -245,8 +245,11 @@ class StreamThread(threading.Thread):
             self._close_tasks(clean=False)
             return
         self._commit(force=True)
-        uncommitted = any(t.offsets_to_commit() for t in self.tasks.values())
-        if self._exactly_once and (uncommitted or self._committing or self._transaction_corrupted):
+        if self._exactly_once and (
+            self._committing
+            or self._transaction_corrupted
+            or any(t.offsets_to_commit() for t in self.tasks.values())  # (offsets left uncommitted)
+        ):
             # the commit did not go through (the broker is away): the stores hold updates of a transaction
             # that is to be aborted, so the tasks are closed dirty and built again from their changelogs,
             # as Kafka Streams does, instead of being suspended with them

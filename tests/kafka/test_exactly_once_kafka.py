@@ -211,19 +211,26 @@ def run_with_kills(
         result["lost_words"] = lost_words(data, start, repartitioned, (source, repartition), bootstrap)
         result["expected"] = expected
         result["updates"] = Counter(out["key"])
-        result["final_out"] = dict(out.sort_values(["partition", "offset"]).groupby("key")["value"].last())
-        result["final_changelog"] = dict(
-            changelog.sort_values(["partition", "offset"]).groupby("key")["value"].last()
-        )
+        result["final_out"] = last_per_key(out)
+        result["final_changelog"] = last_per_key(changelog)
         result["changelog_regressions"] = regressions(changelog, expected, f"{app_id}-counts-changelog", bootstrap)
     return result
+
+
+def last_per_key(records: Any) -> dict[Any, Any]:
+    """The last value of each key in a topic read with ``read_topic`` (partition and offset order)."""
+    return dict(records.sort_values(["partition", "offset"]).groupby("key")["value"].last())
+
+
+def partition_spans(records: Any) -> dict[int, dict[str, int]]:
+    """Per partition of a topic read with ``read_topic``: how many records, and the last offset."""
+    return records.groupby("partition")["offset"].agg(["count", "max"]).to_dict("index")
 
 
 def regressions(changelog: Any, expected: Counter[str], topic: str, bootstrap: str) -> str:
     """Where a word's count went down in the changelog (a store restored without its latest updates counts
     on from an older value; updates written out of order), and the words whose last count is below the
-    expected one."""
-    short = {w: (c, None) for w, c in expected.items()}
+    expected one, with what a second read by new clients finds (a short read, or records not on the broker)."""
     downs: dict[str, list[tuple[int, int, int]]] = {}
     for word, rows in changelog.sort_values(["partition", "offset"]).groupby("key"):
         values, offsets = rows["value"].tolist(), rows["offset"].tolist()
@@ -232,21 +239,16 @@ def regressions(changelog: Any, expected: Counter[str], topic: str, bootstrap: s
         ]
         if steps:
             downs[f"{word}@{rows['partition'].iloc[0]}"] = steps[:3]
-        if values[-1] >= expected[word]:
-            short.pop(word, None)
-        else:
-            short[word] = (expected[word], values[-1])
+    last = last_per_key(changelog)
+    short = {w: (c, last.get(w)) for w, c in expected.items() if last.get(w, 0) < c}
     below = f"{len(short)} word(s) end below their count (expected, last): {short}" if short else "none ends low"
     report = f"{below}; {len(downs)} word(s) whose count goes down at (offset, from, to): {downs}"
     if short:
-        per = changelog.groupby("partition")["offset"].agg(["count", "max"]).to_dict("index")
         again = ks.read_topic(topic, bootstrap_servers=bootstrap, client_config={"client.id": "second-look"})
-        last = again.sort_values(["partition", "offset"]).groupby("key")["value"].last()
-        counts_then = {w: last.get(w) for w in short}
+        last_again = last_per_key(again)
         report += (
-            f"; changelog partitions read (count, last offset): {per}; read again with new clients: "
-            f"{again.groupby('partition')['offset'].agg(['count', 'max']).to_dict('index')}, "
-            f"last counts then {counts_then}"
+            f"; changelog partitions read (count, last offset): {partition_spans(changelog)}; read again with "
+            f"new clients: {partition_spans(again)}, last counts then { ({w: last_again.get(w) for w in short}) }"
         )
     return report
 
@@ -272,12 +274,11 @@ def lost_words(data: list[str], start: int, repartitioned: Any, topics: tuple[st
     admin = connect(bootstrap).admin()
     tps = [TopicPartition(repartition, p) for p in range(admin.partition_count(repartition) or 0)]
     ends = {tp.partition: end for tp, end in admin.end_offsets(tps).items()}
-    got = repartitioned.groupby("partition")["offset"].agg(["count", "max"]).to_dict("index")
-    again = ks.read_topic(repartition, bootstrap_servers=bootstrap).groupby("partition")["offset"].count()
+    again = ks.read_topic(repartition, bootstrap_servers=bootstrap)
     return (
         f"{len(short)} sentence(s) lost words in the repartition topic; input partition: (first, last, count) "
-        f"{spans}; repartition partitions read (count, last offset): {got}, end offsets {ends}, "
-        f"read again: {again.to_dict()}"
+        f"{spans}; repartition partitions read (count, last offset): {partition_spans(repartitioned)}, end "
+        f"offsets {ends}, read again: {partition_spans(again)}"
     )
 
 
