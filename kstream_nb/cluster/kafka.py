@@ -405,22 +405,26 @@ class KafkaAdmin(Admin):
         count = self.partition_count(name)
         if count is None:
             raise UnknownTopicError(name, f"topic {name!r} does not exist on {self.cluster.bootstrap_servers}")
+        tps = [TopicPartition(name, p) for p in range(count)]
+        begins = self.beginning_offsets(tps)
+        ends = self.end_offsets(tps)
+        return TopicDescription(
+            name, count, self.topic_config(name), tuple(begins[tp] for tp in tps), tuple(ends[tp] for tp in tps)
+        )
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        """Every config the broker reports for topic ``name``, defaults included (tansu flags the given ones
+        as defaults); empty when the broker does not answer."""
         resource = ConfigResource("topic", name)
         config: dict[str, str] = {}
         try:
             entries = self._client().describe_configs([resource], request_timeout=self.cluster.timeout_s)[resource]
-            # every config the broker reports, defaults included (tansu flags the given ones as defaults)
             for key, entry in entries.result().items():
                 if entry.value is not None:
                     config[key] = entry.value
         except KafkaException as e:
             log.debug("describe_configs(%s) failed: %s", name, e)
-        tps = [TopicPartition(name, p) for p in range(count)]
-        begins = self.beginning_offsets(tps)
-        ends = self.end_offsets(tps)
-        return TopicDescription(
-            name, count, config, tuple(begins[tp] for tp in tps), tuple(ends[tp] for tp in tps)
-        )
+        return config
 
     def delete_topics(self, names: Iterable[str]) -> None:
         names = list(names)
