@@ -112,6 +112,10 @@ class LocalGroupAssignor(Protocol):
         """This member's assignment (partitions and userdata for the listener) from its partitions."""
 
 
+#: in ``_batches``: the partition was sought back to a gap, what follows in the poll comes again
+_REREAD = -1
+
+
 def _tp(tp: Any) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
@@ -346,29 +350,29 @@ class KafkaConsumer(Consumer):
         assigned = self._assigned
         positions = self._positions
         eof: dict[TopicPartition, int] = {}
-        expected: dict[tuple[str, int], int] = {}  # the next offset of each partition in this poll
-        reread: set[tuple[str, int]] = set()  # partitions sought back to a gap: the rest comes again
+        #: the next offset of each partition in this poll (_REREAD: sought back to a gap, the rest comes again)
+        expected: dict[tuple[str, int], int] = {}
         for msg in messages:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    offset = msg.offset()
-                    if offset is not None and offset >= 0 and (msg.topic(), msg.partition()) not in reread:
-                        eof[TopicPartition(msg.topic(), msg.partition())] = offset
+                    key, offset = (msg.topic(), msg.partition()), msg.offset()
+                    if offset is not None and offset >= 0 and expected.get(key) != _REREAD:
+                        eof[TopicPartition(*key)] = offset
                 else:
                     self._handle_error(msg, err)
                 continue
             key = (msg.topic(), msg.partition())
-            if key in reread:
-                continue
             offset = msg.offset()
             nxt = expected.get(key)
             if nxt is None:
                 nxt = positions.get(TopicPartition(*key))
                 if self._gaps and nxt is not None and offset == nxt:
                     self._gap_filled(TopicPartition(*key), offset)
+            elif nxt == _REREAD:
+                continue
             if nxt is not None and offset > nxt and self._read_gap_again(TopicPartition(*key), nxt, offset):
-                reread.add(key)
+                expected[key] = _REREAD
                 continue
             expected[key] = offset + 1
             cols = columns.get(key)
@@ -376,7 +380,7 @@ class KafkaConsumer(Consumer):
                 ts_type, _ = msg.timestamp()
                 kind = LOG_APPEND_TIME if ts_type == 2 else CREATE_TIME
                 cols = columns[key] = ([], [], [], [], [], kind)
-            cols[0].append(msg.offset())
+            cols[0].append(offset)
             cols[1].append(msg.key())
             cols[2].append(msg.value())
             cols[3].append(msg.timestamp()[1])

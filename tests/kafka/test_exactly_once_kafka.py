@@ -23,6 +23,7 @@ SIGKILL; the test reports how often that happened. The at-least-once run kills w
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -40,6 +41,7 @@ import pytest
 import kstream_nb as ks
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
+from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import TopicPartition
 from tests.kafka.wordcount_instance import GRACE_MS, WINDOW_MS
 
@@ -340,9 +342,27 @@ def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: s
         deadline = time.monotonic() + 120
         while (got := len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))) < expected:
             if time.monotonic() > deadline:
-                pytest.fail(f"{got} of {expected} final window counts after 120 s")
+                pytest.fail(f"{got} of {expected} final window counts after 120 s; {missing_windows(sink, start)}")
             time.sleep(0.5)
         time.sleep(1)  # a duplicate would come right behind
+
+    def missing_windows(sink: str, start: int) -> str:
+        """Which windows are missing per counting task, what read_uncommitted sees, what the instances logged."""
+        committed = set(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)["key"])
+        uncommitted = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap, isolation_level="read_uncommitted")
+        missing = sorted(set(expected_final_windows(sentences(n), start)) - committed)
+        per_task = Counter(default_partition(json.dumps(k.split("@")[0]).encode(), PARTITIONS) for k in missing)
+        logged = [
+            line
+            for log in sorted(tmp_path.glob("*.log"))
+            for line in log.read_text(errors="replace").splitlines()
+            if " WARNING " in line or " ERROR " in line or "FAILED" in line or "restored" in line
+        ]
+        return (
+            f"missing per counting task {dict(per_task)}: {missing[:10]}...; read_uncommitted: "
+            f"{len(uncommitted)} records, {partition_spans(uncommitted)}; the instances logged:\n"
+            + "\n".join(logged[-40:])
+        )
 
     r = run_with_kills(
         kafka_bootstrap, "exactly_once_v2", tmp_path, random.randrange(1 << 30), "in_memory",
