@@ -112,10 +112,6 @@ class LocalGroupAssignor(Protocol):
         """This member's assignment (partitions and userdata for the listener) from its partitions."""
 
 
-#: in ``_batches``: the partition was sought back to a gap, what follows in the poll comes again
-_REREAD = -1
-
-
 def _tp(tp: Any) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
@@ -350,37 +346,23 @@ class KafkaConsumer(Consumer):
         assigned = self._assigned
         positions = self._positions
         eof: dict[TopicPartition, int] = {}
-        #: the next offset of each partition in this poll (_REREAD: sought back to a gap, the rest comes again)
-        expected: dict[tuple[str, int], int] = {}
         for msg in messages:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    key, offset = (msg.topic(), msg.partition()), msg.offset()
-                    if offset is not None and offset >= 0 and expected.get(key) != _REREAD:
-                        eof[TopicPartition(*key)] = offset
+                    offset = msg.offset()
+                    if offset is not None and offset >= 0:
+                        eof[TopicPartition(msg.topic(), msg.partition())] = offset
                 else:
                     self._handle_error(msg, err)
                 continue
             key = (msg.topic(), msg.partition())
-            offset = msg.offset()
-            nxt = expected.get(key)
-            if nxt is None:
-                nxt = positions.get(TopicPartition(*key))
-                if self._gaps and nxt is not None and offset == nxt:
-                    self._gap_filled(TopicPartition(*key), offset)
-            elif nxt == _REREAD:
-                continue
-            if nxt is not None and offset > nxt and self._read_gap_again(TopicPartition(*key), nxt, offset):
-                expected[key] = _REREAD
-                continue
-            expected[key] = offset + 1
             cols = columns.get(key)
             if cols is None:
                 ts_type, _ = msg.timestamp()
                 kind = LOG_APPEND_TIME if ts_type == 2 else CREATE_TIME
                 cols = columns[key] = ([], [], [], [], [], kind)
-            cols[0].append(offset)
+            cols[0].append(msg.offset())
             cols[1].append(msg.key())
             cols[2].append(msg.value())
             cols[3].append(msg.timestamp()[1])
@@ -391,6 +373,13 @@ class KafkaConsumer(Consumer):
             tp = TopicPartition(topic, partition)
             if tp not in assigned or tp in self._idle:
                 continue
+            cut = self._gap_to_read_again(tp, offsets)
+            if cut is not None:  # sought back: what follows the gap comes again
+                eof.pop(tp, None)
+                if cut == 0:
+                    continue
+                offsets, keys, values = offsets[:cut], keys[:cut], values[:cut]
+                timestamps, headers = timestamps[:cut], headers[:cut]
             positions[tp] = max(offsets[-1] + 1, eof.pop(tp, 0))
             out.append(
                 FetchedBatch(
@@ -406,12 +395,28 @@ class KafkaConsumer(Consumer):
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
         return out
 
+    def _gap_to_read_again(self, tp: TopicPartition, offsets: list[int]) -> int | None:
+        """The index in ``offsets`` (fetched from ``tp`` in one poll) of the first record past a gap to read
+        again, having sought back to the gap; None when there is none (see the module docstring)."""
+        expected = self._positions.get(tp)
+        first = offsets[0]
+        if self._gaps and first == expected:
+            self._gap_filled(tp, first)
+        if (expected is None or first <= expected) and offsets[-1] - first == len(offsets) - 1:
+            return None  # no gap: the usual case, told without looking at each offset
+        nxt = first if expected is None or first < expected else expected
+        for i, offset in enumerate(offsets):
+            if offset > nxt and self._read_gap_again(tp, nxt, offset):
+                return i
+            nxt = offset + 1
+        return None
+
     def _read_gap_again(self, tp: TopicPartition, expected: int, found: int) -> bool:
-        """Whether to seek ``tp`` back over the gap [expected, found) and read it again (see the module
-        docstring); a gap found again at once is Kafka's and taken."""
+        """Whether to seek ``tp`` back over the gap [expected, found) and read it again; a gap found again
+        at once is Kafka's and taken."""
         if self._gaps.pop(tp, None) == (expected, found):
             return False
-        if tp not in self._assigned or tp in self._idle or self._is_compacted(tp.topic):
+        if self._is_compacted(tp.topic):
             return False
         self._gaps[tp] = (expected, found)
         self.seek(tp, expected)
