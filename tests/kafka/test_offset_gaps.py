@@ -32,7 +32,7 @@ def cluster(kafka_bootstrap: str) -> KafkaCluster:
 
 def test_partitions_several_producers_write_are_read_whole_while_they_write(cluster: KafkaCluster, names) -> None:
     """A group member reads two partitions while four producers write both: every record exactly once, in
-    offset order (without reading gaps again, a run of this loses a batch about every fourth time)."""
+    offset order (without reading gaps again, about one run in six lost a batch here)."""
     topic = names("shared")
     cluster.admin().create_topics([TopicSpec(topic, PARTITIONS)])
     consumer = cluster.consumer(names("readers"), dict(FAST_CLIENT_CONFIG))

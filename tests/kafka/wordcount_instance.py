@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
         client_config=dict(FAST_CLIENT_CONFIG),
     )
     logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(name)s %(message)s"
+        level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(levelname)s %(name)s %(message)s"
     )
     logging.getLogger("kstream_nb.restore").setLevel(logging.INFO)
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
