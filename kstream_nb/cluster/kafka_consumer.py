@@ -36,12 +36,14 @@ callbacks run inside ``poll`` on the consumer's thread, as with the embedded clu
 Offset gaps
 -----------
 
-A record whose offset lies past the next one expected in its partition is read again once before it is
-taken: the consumer seeks back to the expected offset. Kafka leaves gaps for good (transaction markers,
-aborted records under read_committed): the same record comes back first and is taken. A broker that
-hands out a batch while an earlier one of the same partition is still being written (tansu 0.6 does,
-with several producers on one partition) would otherwise make the consumer step over that batch for good;
-read again, it is there. Compacted topics, full of gaps, are not checked.
+A record whose offset lies more than one past the next one expected in its partition is read again once
+before it is taken: the consumer seeks back to the expected offset. Kafka leaves gaps for good (aborted
+records under read_committed, adjacent transaction markers): the same record comes back first and is
+taken. A broker that hands out a batch while an earlier one of the same partition is still being written
+(tansu 0.6 does, with several producers on one partition) would otherwise make the consumer step over
+that batch for good; read again, it is there. A gap of one offset is taken at once: it is what each
+commit's marker leaves in every partition written under exactly-once, and reading each again would cost a
+fetch per partition and commit. Compacted topics, full of gaps, are not checked.
 """
 
 from __future__ import annotations
@@ -406,7 +408,7 @@ class KafkaConsumer(Consumer):
             return None  # no gap: the usual case, told without looking at each offset
         nxt = first if expected is None or first < expected else expected
         for i, offset in enumerate(offsets):
-            if offset > nxt and self._read_gap_again(tp, nxt, offset):
+            if offset > nxt + 1 and self._read_gap_again(tp, nxt, offset):
                 return i
             nxt = offset + 1
         return None
@@ -419,6 +421,7 @@ class KafkaConsumer(Consumer):
         if self._is_compacted(tp.topic):
             return False
         self._gaps[tp] = (expected, found)
+        log.debug("%s: reading %s again from offset %d (the next record came at %d)", self, tp, expected, found)
         self.seek(tp, expected)
         return True
 

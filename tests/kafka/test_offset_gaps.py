@@ -8,6 +8,7 @@ producers write would step over records for good (that lost counts in the fault 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -70,25 +71,38 @@ def test_partitions_several_producers_write_are_read_whole_while_they_write(clus
     assert sorted(values) == sorted(b"%d-%d" % (t, i) for t in range(PRODUCERS) for i in range(PER_PRODUCER))
 
 
-def test_a_gap_that_stays_is_stepped_over_after_one_more_read(cluster: KafkaCluster, names) -> None:
-    """Transaction markers leave gaps that stay: each record still comes once, in order, and reading goes
-    on to the end."""
+def test_gaps_that_stay_are_stepped_over_after_one_more_read(
+    cluster: KafkaCluster, names, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Transaction markers leave gaps that stay: two adjacent markers' gap (two producers' transactions
+    ending one after the other) is taken after one more read, one marker's at once. Each record still
+    comes once, in order, and reading goes on to the end."""
     topic = names("markers")
     cluster.admin().create_topics([TopicSpec(topic, 1)])
-    producer = cluster.producer({"transactional.id": names("txn")})
-    producer.init_transactions()
-    for t in range(3):
+    a, b = (cluster.producer({"transactional.id": names(f"txn-{p}")}) for p in "ab")
+    for producer, tag in ((a, "a"), (b, "b")):
+        producer.init_transactions()
         producer.begin_transaction()
         for i in range(3):
-            producer.send(topic, None, b"%d-%d" % (t, i), partition=0)
-        producer.commit_transaction()
-    producer.close()
+            producer.send(topic, None, f"{tag}-{i}".encode(), partition=0)
+        producer.flush()  # a's records, then b's, then a's marker and b's marker
+    a.commit_transaction()
+    b.commit_transaction()
+    for first in (3, 6):  # two more transactions of a: one marker between them
+        a.begin_transaction()
+        for i in range(first, first + 3):
+            a.send(topic, None, f"a-{i}".encode(), partition=0)
+        a.commit_transaction()
+    a.close()
+    b.close()
+    caplog.set_level(logging.DEBUG, logger="kstream_nb.kafka")
     consumer = cluster.consumer(None, {"isolation.level": "read_committed"})
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
+    consumer.assign([TopicPartition(topic, 0)])
+    expected = [f"{tag}-{i}".encode() for tag, i in [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]]
+    expected += [f"a-{i}".encode() for i in range(3, 9)]
     records = []
     deadline = time.monotonic() + 20
-    while len(records) < 9:
+    while len(records) < len(expected):
         assert time.monotonic() < deadline, f"read {[r.value for r in records]}"
         for batch in consumer.poll(0.2):
             records.extend(batch.records)
@@ -96,6 +110,8 @@ def test_a_gap_that_stays_is_stepped_over_after_one_more_read(cluster: KafkaClus
         for batch in consumer.poll(0.1):
             records.extend(batch.records)
     consumer.close()
-    assert [r.value for r in records] == [b"%d-%d" % (t, i) for t in range(3) for i in range(3)]
+    assert [r.value for r in records] == expected
     offsets = [r.offset for r in records]
-    assert offsets == sorted(set(offsets)) and offsets[-1] > 8  # the markers took offsets between them
+    assert offsets[6] - offsets[5] == 3 and offsets[9] - offsets[8] == 2  # two markers, then one
+    rereads = [r.getMessage() for r in caplog.records if "again from offset" in r.getMessage()]
+    assert len(rereads) == 1 and f"again from offset {offsets[5] + 1} " in rereads[0], rereads
