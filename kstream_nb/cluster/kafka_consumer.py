@@ -404,9 +404,9 @@ class KafkaConsumer(Consumer):
         first = offsets[0]
         if self._gaps and first == expected:
             self._gap_filled(tp, first)
-        if (expected is None or first <= expected) and offsets[-1] - first == len(offsets) - 1:
+        nxt = first if expected is None else min(first, expected)
+        if nxt == first and offsets[-1] - first == len(offsets) - 1:
             return None  # no gap: the usual case, told without looking at each offset
-        nxt = first if expected is None or first < expected else expected
         for i, offset in enumerate(offsets):
             if offset > nxt + 1 and self._read_gap_again(tp, nxt, offset):
                 return i

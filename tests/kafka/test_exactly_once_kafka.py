@@ -23,7 +23,6 @@ SIGKILL; the test reports how often that happened. The at-least-once run kills w
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -43,6 +42,7 @@ from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.cluster.serdes import serde_from
 from tests.kafka.wordcount_instance import GRACE_MS, WINDOW_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -338,20 +338,21 @@ def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: s
             bootstrap_servers=kafka_bootstrap,
             timestamps=[start + n + GRACE_MS + WINDOW_MS],
         )
-        expected = len(expected_final_windows(sentences(n), start))
+        windows = expected_final_windows(sentences(n), start)
         deadline = time.monotonic() + 120
-        while (got := len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))) < expected:
+        while (got := len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))) < len(windows):
             if time.monotonic() > deadline:
-                pytest.fail(f"{got} of {expected} final window counts after 120 s; {missing_windows(sink, start)}")
+                pytest.fail(f"{got} of {len(windows)} final window counts after 120 s; {missing(sink, windows)}")
             time.sleep(0.5)
         time.sleep(1)  # a duplicate would come right behind
 
-    def missing_windows(sink: str, start: int) -> str:
+    def missing(sink: str, windows: dict[str, int]) -> str:
         """Which windows are missing per counting task, what read_uncommitted sees, what the instances logged."""
         committed = set(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)["key"])
         uncommitted = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap, isolation_level="read_uncommitted")
-        missing = sorted(set(expected_final_windows(sentences(n), start)) - committed)
-        per_task = Counter(default_partition(json.dumps(k.split("@")[0]).encode(), PARTITIONS) for k in missing)
+        absent = sorted(set(windows) - committed)
+        word_key = serde_from("json").serializer(sink)  # the app's key serde: the repartition key of a word
+        per_task = Counter(default_partition(word_key(k.split("@")[0]) or b"", PARTITIONS) for k in absent)
         logged = [
             line
             for log in sorted(tmp_path.glob("*.log"))
@@ -359,7 +360,7 @@ def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: s
             if " WARNING " in line or " ERROR " in line or "FAILED" in line or "restored" in line
         ]
         return (
-            f"missing per counting task {dict(per_task)}: {missing[:10]}...; read_uncommitted: "
+            f"missing per counting task {dict(per_task)}: {absent[:10]}...; read_uncommitted: "
             f"{len(uncommitted)} records, {partition_spans(uncommitted)}; the instances logged:\n"
             + "\n".join(logged[-40:])
         )
