@@ -426,7 +426,7 @@ class StreamThread(threading.Thread):
             except Exception:
                 log.exception("writing the checkpoint of task %s failed", task.task_id)
         try:
-            task.close()
+            task.close(clean)
         except Exception:
             log.exception("closing task %s failed", task.task_id)
 
@@ -672,9 +672,12 @@ class StreamThread(threading.Thread):
             return
         log.warning("%s: the transaction was aborted; rebuilding tasks %s from their changelogs", self.name,
                     sorted(self.tasks))  # fmt: skip
-        for task_id, task in list(self.tasks.items()):
-            tps = list(task.queues)
+        corrupted = list(self.tasks.items())
+        for _, task in corrupted:
             self._close_task(task, clean=False)
+        self.collector.abort()  # what closing flushed from record caches belongs to the aborted transaction
+        for task_id, task in corrupted:
+            tps = list(task.queues)
             del self.tasks[task_id]
             self._add_task(self._create_task(task_id, tps), tps)
             committed = self.consumer.committed(tps)

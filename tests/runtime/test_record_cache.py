@@ -49,16 +49,18 @@ def test_cached_count_forwards_and_logs_one_update_per_key_per_commit(
     assert records(url, "app-counts-changelog") == [("a", 2), ("b", 2), ("c", 1)]
 
 
-def test_without_a_cache_every_update_is_forwarded_at_once(
+def test_without_a_cache_every_update_is_forwarded_at_once_and_logged_at_the_commit(
     url: str, make_app: Callable[..., ks.KafkaStreams]
 ) -> None:
+    """The output gets every update; the changelog, written at the commit, each key's latest only."""
     ks.produce("sentences", SENTENCES, bootstrap_servers=url)
     app = make_app(word_count_topology(), statestore_cache_max_bytes=0, commit_interval_ms=60_000)
     app.start().wait_until_running(30)
     wait_for(lambda: len(records(url, "word-counts")) == 5, what="every update")
     assert records(url, "word-counts") == EVERY_UPDATE
+    assert records(url, "app-counts-changelog") == []
     assert app.stop(timeout=10)
-    assert records(url, "app-counts-changelog") == EVERY_UPDATE
+    assert records(url, "app-counts-changelog") == [("a", 2), ("b", 2), ("c", 1)]
 
 
 def test_a_small_cache_forwards_on_eviction_before_the_commit(
@@ -193,3 +195,32 @@ def test_final_window_results_are_the_same_with_and_without_a_cache(
         if start + 10_000 > stream_time:  # grace 0: a window takes records until stream time reaches its end
             expected[f"{key}@{start}"] = expected.get(f"{key}@{start}", 0) + 1
     assert sorted(records(url, "window-counts")) == sorted(expected.items())
+
+
+def test_changes_of_one_input_record_are_logged_once_per_key_in_the_topology_test_driver() -> None:
+    """The driver commits after every input record: the three updates of "k" that one sentence makes are all
+    forwarded, and the changelog gets the last of them (each key's latest at each commit)."""
+    b = ks.StreamsBuilder()
+    b.stream("sentences").flat_map_values(str.split).group_by_key().count(store="counts").to_stream().to("out")
+    with ks.TopologyTestDriver(b.build(), {"application_id": "app"}) as driver:
+        sentences = driver.create_input_topic("sentences")
+        sentences.pipe_input("k", "a b a", timestamp=5)
+        sentences.pipe_input("k", "c", timestamp=9)
+        assert driver.create_output_topic("out").read_key_values_to_list() == [("k", 1), ("k", 2), ("k", 3), ("k", 4)]
+        changelog = driver.create_output_topic("app-counts-changelog").read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in changelog] == [("k", 3, 5), ("k", 4, 9)]
+
+
+def test_held_changelog_writes_go_before_the_commit_once_there_are_too_many(
+    url: str, make_app: Callable[..., ks.KafkaStreams], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The changelog writes held for the commit are bounded per changelog: past the bound they are written
+    at once (here 2 keys, no commit for a minute)."""
+    monkeypatch.setattr("kstream_nb.runtime.task._MAX_HELD_CHANGELOG_WRITES", 2)
+    ks.produce("sentences", ["a b c d e"], bootstrap_servers=url)
+    app = make_app(word_count_topology(), statestore_cache_max_bytes=0, commit_interval_ms=60_000)
+    app.start().wait_until_running(30)
+    wait_for(lambda: len(records(url, "word-counts")) == 5, what="every update")
+    assert records(url, "app-counts-changelog") == [("a", 1), ("b", 1), ("c", 1), ("d", 1)]
+    assert app.stop(timeout=10)
+    assert records(url, "app-counts-changelog") == [("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1)]

@@ -22,6 +22,8 @@ def test_changelog_records_carry_plain_values_and_result_timestamps():
 
 
 def test_restore_keeps_values_and_timestamps():
+    """Both updates of "a" fall between two commits: the changelog gets its latest only (what compaction
+    would keep), with the result timestamp, and the restored store is the same."""
     url = f"memory://tsc-{uuid.uuid4().hex[:8]}"
     ks.produce("words", [("a", "x"), ("a", "x"), ("b", "x")], bootstrap_servers=url, timestamps=[10, 5, 7])
     first = ks.KafkaStreams(word_count(), "wc", url).start()
@@ -31,8 +33,8 @@ def test_restore_keeps_values_and_timestamps():
     try:
         second.wait_until_running().wait_until_idle()
         assert dict(second.store("counts").all()) == {"a": 2, "b": 1}
-        assert second.metrics()["restored-records-total"] == 3
+        assert second.metrics()["restored-records-total"] == 2
         log = ks.read_topic("wc-counts-changelog", bootstrap_servers=url)
-        assert sorted(zip(log["key"], log["value"], log["timestamp"])) == [("a", 1, 10), ("a", 2, 10), ("b", 1, 7)]
+        assert sorted(zip(log["key"], log["value"], log["timestamp"])) == [("a", 2, 10), ("b", 1, 7)]
     finally:
         assert second.stop()
