@@ -426,7 +426,7 @@ class StreamThread(threading.Thread):
             except Exception:
                 log.exception("writing the checkpoint of task %s failed", task.task_id)
         try:
-            task.close(clean)
+            task.close()
         except Exception:
             log.exception("closing task %s failed", task.task_id)
 
@@ -675,7 +675,7 @@ class StreamThread(threading.Thread):
         corrupted = list(self.tasks.items())
         for _, task in corrupted:
             self._close_task(task, clean=False)
-        self.collector.abort()  # what closing flushed from record caches belongs to the aborted transaction
+        self.collector.abort()  # what closing the stores wrote (caches, held changes) is the aborted one's
         for task_id, task in corrupted:
             tps = list(task.queues)
             del self.tasks[task_id]

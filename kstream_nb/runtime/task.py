@@ -4,11 +4,6 @@ A task owns fresh instances of its sub-topology's processors and stores. It take
 partitions' queues lowest timestamp first, advances its stream time, runs punctuators, and reports the
 offsets to commit. Records are written through a ``RecordCollector`` (the thread's producer, or the test
 driver's capture).
-
-Changelog writes are held until the task flushes (at each commit), the latest per changelog key: a
-compacted changelog keeps only that one, so a key updated a thousand times between two commits costs
-one record instead of a thousand. The store itself has every update at once; what the changelog holds
-at each commit is what it would hold had every update been written, and no output waits for it.
 """
 
 from __future__ import annotations
@@ -171,8 +166,6 @@ class StreamTask:
         #: restored from the changelog (what Kafka Streams does)
         self._checkpoint = self._take_checkpoint()
         self.stores: dict[str, RegisteredStore] = {}
-        #: changelog writes since the last flush: per changelog topic, the latest (value, timestamp) per key
-        self._changelog_writes: dict[str, dict[bytes | None, tuple[bytes | None, int]]] = {}
         # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
         # each thread's budget shared by the cached key-value and window stores of its tasks
         cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
@@ -198,23 +191,12 @@ class StreamTask:
         return f"{self.application_id}-{store_name}-changelog"
 
     def changelog_writer(self, topic: str) -> ChangelogWriter:
-        held = self._changelog_writes.setdefault(topic, {})
+        send, partition = self._collector.send, self.partition
 
         def write(key: bytes | None, value: bytes | None, timestamp: int) -> None:
-            held[key] = (value, timestamp)
-            if len(held) >= _MAX_HELD_CHANGELOG_WRITES:
-                self._write_changelog(topic)
+            send(topic, key, value, timestamp, (), partition)
 
         return write
-
-    def _write_changelog(self, topic: str) -> None:
-        held = self._changelog_writes[topic]
-        if not held:
-            return
-        send, partition = self._collector.send, self.partition
-        for key, (value, timestamp) in list(held.items()):
-            send(topic, key, value, timestamp, (), partition)
-        held.clear()
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
         changelog = TopicPartition(changelog_topic, self.partition) if changelog_topic else None
@@ -360,9 +342,8 @@ class StreamTask:
         )
         os.replace(tmp, path)
 
-    def close(self, clean: bool = True) -> None:
-        """Closes processors and stores, then writes the changelog writes held (dropped when not ``clean``: an
-        aborted transaction's); safe to call twice."""
+    def close(self) -> None:
+        """Closes processors and stores; safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -377,13 +358,6 @@ class StreamTask:
                 registered.store.close()
             except Exception as e:
                 errors.append(e)
-        for topic, held in self._changelog_writes.items():
-            if clean:
-                try:
-                    self._write_changelog(topic)
-                except Exception as e:
-                    errors.append(e)
-            held.clear()
         if errors:
             raise ProcessingError(f"closing task {self.task_id} failed: {errors[0]}", task_id=self.task_id)
 
@@ -709,11 +683,8 @@ class StreamTask:
         return fired
 
     def flush(self) -> None:
-        """Flushes the stores (their record caches write below and forward), then the held changelog writes."""
         for registered in self.stores.values():
             registered.store.flush()
-        for topic in self._changelog_writes:
-            self._write_changelog(topic)
 
     def has_cached_changes(self) -> bool:
         """Whether a record cache holds updates not yet written and forwarded (they go at the next commit)."""
@@ -751,8 +722,6 @@ def _decoder(serde: Any, topic: str) -> Callable[[bytes], Any]:
 
 
 _IMMUTABLE = (str, int, float, bool)
-#: changelog writes held per changelog topic before they are written without waiting for the commit
-_MAX_HELD_CHANGELOG_WRITES = 10_000
 _MEMO_LIMIT = 50_000
 
 

@@ -1,4 +1,12 @@
-"""Store layers: change-logging (writes every change to the changelog, restores from it) and metering."""
+"""Store layers: change-logging (writes the changes to the changelog, restores from it) and metering.
+
+A change-logging layer holds its store's changes until the store flushes (at each commit, before the
+offsets are committed) and writes then the latest change of each key: a compacted changelog keeps only
+that one, so a key updated a thousand times between two commits costs one record and one serialization
+instead of a thousand. The store below has every change at once, nothing downstream waits for the
+changelog, and at each commit it holds what it would hold had every change been written. More than
+``MAX_HELD_CHANGES`` keys held are written without waiting for the commit.
+"""
 
 from __future__ import annotations
 
@@ -36,8 +44,48 @@ class ChangelogRegistration(DelegatingStoreContext):
         self._context.register(store, self._restore, self._topic)
 
 
-class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
-    """Writes each put/delete to the store's changelog topic after applying it to the inner store.
+#: keys whose changes a change-logging layer holds for the commit before it writes them all at once
+MAX_HELD_CHANGES = 10_000
+
+
+class ChangeHolder:
+    """What change-logging layers share: the changes held for the next flush, by what identifies a
+    changelog key, each written by ``_write_change(*change)``."""
+
+    def __init__(self) -> None:
+        self._held: dict[Any, tuple[Any, ...]] = {}
+
+    def _write_change(self, *change: Any) -> None:
+        raise NotImplementedError
+
+    def _hold(self, ident: Any, change: tuple[Any, ...]) -> None:
+        held = self._held
+        try:
+            held[ident] = change
+        except TypeError:  # an unhashable key (a RocksDB store may have them): written at once
+            self._write_change(*change)
+            return
+        if len(held) >= MAX_HELD_CHANGES:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        held, self._held = self._held, {}
+        write = self._write_change
+        for change in held.values():
+            write(*change)
+
+    def _write_held_and_close(self, inner: Any) -> None:
+        """Closing: the held changes are written (as a record cache is flushed), then the store below closed."""
+        try:
+            if self._held and inner.is_open:
+                self._write_held()
+        finally:
+            inner.close()
+
+
+class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
+    """Logs each put/delete to the store's changelog topic (at the next flush, the latest per key: see the
+    module docstring) after applying it to the inner store.
 
     Keys and values are serialized with the store's serdes; a delete is logged as a tombstone. The
     restore callback it registers applies a batch of changelog records to the inner store directly,
@@ -47,7 +95,8 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
     def __init__(
         self, inner: KeyValueStore, key_serde: Serde, value_serde: Serde, timestamped: bool = False
     ) -> None:
-        super().__init__(inner)
+        WrappedKeyValueStore.__init__(self, inner)
+        ChangeHolder.__init__(self)
         self.key_serde = key_serde
         self.value_serde = value_serde
         #: values are ValueAndTimestamp: the changelog holds the plain value, the timestamp on the record
@@ -83,14 +132,30 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore):
             self.inner.put_all((key_de(topic, k), None if v is None else value_de(topic, v)) for k, v, *_ in batch)
 
     def _log(self, key: Any, value: Any) -> None:
-        """Writes one changelog record: the value (a tombstone for None) with the record's timestamp."""
+        """Holds the change (a tombstone for None) with the record's timestamp for the next flush."""
         context = self._context
         if context is None:
             raise _not_initialized(self.name)
-        timestamp = context.timestamp
-        if self.timestamped and value is not None:
+        held = self._held
+        try:  # (ChangeHolder._hold, inlined: this runs for every update of every count)
+            held[key.__class__, key] = (key, value, context.timestamp)  # the class: 1 and True differ in bytes
+        except TypeError:
+            self._write_change(key, value, context.timestamp)
+            return
+        if len(held) >= MAX_HELD_CHANGES:
+            self._write_held()
+
+    def _write_change(self, key: Any, value: Any, timestamp: int) -> None:
+        if value is not None and self.timestamped:
             value, timestamp = value.value, value.timestamp
         self._write(self._serialize_key(key), None if value is None else self._serialize_value(value), timestamp)
+
+    def flush(self) -> None:
+        self._write_held()
+        self.inner.flush()
+
+    def close(self) -> None:
+        self._write_held_and_close(self.inner)
 
     def put(self, key: Any, value: Any) -> None:
         self.inner.put(key, value)

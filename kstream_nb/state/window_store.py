@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.state.changelogging import ChangelogRegistration, StoreMeter
+from kstream_nb.state.changelogging import ChangeHolder, ChangelogRegistration, StoreMeter
 from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
@@ -309,12 +309,14 @@ class WrappedWindowedStore:
         self.inner.init(context, root if root is not None else self)
 
 
-class _ChangeLoggingLayer(WrappedWindowedStore):
-    """What the window and session change-logging layers share: serdes, changelog topic, and restoring
-    (RocksDB stores take the changelog bytes as they are: the same key layout)."""
+class _ChangeLoggingLayer(WrappedWindowedStore, ChangeHolder):
+    """What the window and session change-logging layers share: serdes, changelog topic, the changes held
+    for the next flush (see ``kstream_nb.state.changelogging``), and restoring (RocksDB stores take the
+    changelog bytes as they are: the same key layout)."""
 
     def __init__(self, inner: Any, key_serde: Serde, value_serde: Serde) -> None:
-        super().__init__(inner)
+        WrappedWindowedStore.__init__(self, inner)
+        ChangeHolder.__init__(self)
         self.key_serde = key_serde
         self.value_serde = value_serde
         self._topic = ""
@@ -325,6 +327,13 @@ class _ChangeLoggingLayer(WrappedWindowedStore):
         self._topic = context.changelog_topic(self.inner.name)
         self._write = context.changelog_writer(self._topic)
         self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)
+
+    def flush(self) -> None:
+        self._write_held()
+        self.inner.flush()
+
+    def close(self) -> None:
+        self._write_held_and_close(self.inner)
 
     def _restore(self, batch: list[tuple[Any, ...]]) -> None:
         restore_raw = getattr(self.inner, "restore_raw", None)
@@ -359,14 +368,15 @@ class ChangeLoggingWindowStore(_ChangeLoggingLayer):
         inner.put(key, value, window_start)
         ctx = self._context
         assert ctx is not None
-        suffix = (
-            _TS.pack(window_start) + _SEQ.pack(inner.seq) if inner.retain_duplicates else _TS.pack(window_start)
-        )
-        key_bytes = (self._serialize_key(key) or b"") + suffix
-        timestamp = ctx.timestamp
+        if inner.retain_duplicates:  # every put is a changelog key of its own: nothing to hold
+            self._write_change(key, value, _TS.pack(window_start) + _SEQ.pack(inner.seq), ctx.timestamp)
+        else:
+            self._hold((key.__class__, key, window_start), (key, value, _TS.pack(window_start), ctx.timestamp))
+
+    def _write_change(self, key: Any, value: Any, suffix: bytes, timestamp: int) -> None:
         if self.timestamped and value is not None:
             value, timestamp = value.value, value.timestamp
-        self._write(key_bytes, self._serialize_value(value), timestamp)
+        self._write((self._serialize_key(key) or b"") + suffix, self._serialize_value(value), timestamp)
 
     def _restore_decoded(self, batch: list[tuple[Any, ...]]) -> None:
         cut = 12 if self.inner.retain_duplicates else 8
@@ -388,8 +398,11 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
         self.inner.put(key, start, end, value)
         ctx = self._context
         assert ctx is not None
+        self._hold((key.__class__, key, start, end), (key, start, end, value, ctx.timestamp))
+
+    def _write_change(self, key: Any, start: int, end: int, value: Any, timestamp: int) -> None:
         key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + _TS.pack(end) + _TS.pack(start)
-        self._write(key_bytes, self.value_serde.serialize(self._topic, value), ctx.timestamp)
+        self._write(key_bytes, self.value_serde.serialize(self._topic, value), timestamp)
 
     def remove(self, key: Any, start: int, end: int) -> None:
         self.put(key, start, end, None)

@@ -34,6 +34,7 @@ def test_builder_defaults_and_stack(context, json_serde) -> None:
 
     store.init(context)
     store.put("k", [1, 2])
+    store.flush()
     assert context.logged == [("app-counts-changelog", 2, b'"k"', b"[1,2]", 0)]
     assert context.registered[0][0] is store
     assert context.registered[0][2] == "app-counts-changelog"
@@ -78,4 +79,5 @@ def test_serde_names_resolve(context) -> None:
     store = Stores.key_value_store_builder(Stores.in_memory_key_value_store("s"), "string", "long").build()
     store.init(context)
     store.put("k", 7)
+    store.flush()
     assert context.logged == [("app-s-changelog", 2, b"k", b"\x00" * 7 + b"\x07", 0)]

@@ -7,10 +7,11 @@ import pytest
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.suppress import BufferedUpdate, SuppressionBuffer
-from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore
+from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore, changelogging
+from kstream_nb.state.rocksdb import RocksDBKeyValueStore
 
 
-def test_logs_serialized_changes(context, json_serde) -> None:
+def test_logs_each_keys_latest_change_serialized_at_the_flush(context, json_serde) -> None:
     store = ChangeLoggingKeyValueStore(InMemoryKeyValueStore("counts"), json_serde, json_serde)
     store.init(context)
     topic = "app-counts-changelog"
@@ -25,17 +26,61 @@ def test_logs_serialized_changes(context, json_serde) -> None:
     assert store.put_if_absent("lily", 1) == {"n": 7}
     assert store.put_if_absent("zoe", 1) is None
     store.put_all([("a", 1), ("b", None)])
+    assert context.logged == []  # held until the flush; the store has every change at once
+    assert dict(store) == {"a": 1, "lily": {"n": 7}, "zoe": 1}
 
+    store.flush()
     assert context.logged == [
-        (topic, 2, b'"jack"', b"4", 100),
-        (topic, 2, b'"lily"', b'{"n":7}', 200),
         (topic, 2, b'"jack"', None, 200),
+        (topic, 2, b'"lily"', b'{"n":7}', 200),
         (topic, 2, b'"mike"', None, 200),
         (topic, 2, b'"zoe"', b"1", 200),
         (topic, 2, b'"a"', b"1", 200),
         (topic, 2, b'"b"', None, 200),
     ]
-    assert dict(store) == {"a": 1, "lily": {"n": 7}, "zoe": 1}
+    context.logged.clear()
+    store.flush()
+    assert context.logged == []  # nothing changed since
+    context.timestamp = 300
+    store.put("lily", 8)
+    store.close()  # closing writes what is held (as a record cache flushes on close)
+    assert context.logged == [(topic, 2, b'"lily"', b"8", 300)]
+
+
+def test_keys_equal_in_python_but_not_in_bytes_are_logged_apart_and_unhashable_keys_at_once(
+    tmp_path, make_context, json_serde
+) -> None:
+    """1 and True are one dict key but two changelog keys; a RocksDB store takes dict keys, which cannot be
+    held: each of their changes is written as it comes."""
+    inner = RocksDBKeyValueStore("counts")
+    inner.use_serdes(json_serde, json_serde, timestamped=False)
+    store = ChangeLoggingKeyValueStore(inner, json_serde, json_serde)
+    context = make_context(state_dir=str(tmp_path))
+    store.init(context)
+    store.put(1, "one")
+    store.put(True, "true")
+    store.put({"id": 7}, "a")
+    assert [(k, v) for _, _, k, v, _ in context.logged] == [(b'{"id":7}', b'"a"')]
+    store.put({"id": 7}, "b")
+    store.flush()
+    assert [(k, v) for _, _, k, v, _ in context.logged] == [
+        (b'{"id":7}', b'"a"'), (b'{"id":7}', b'"b"'), (b"1", b'"one"'), (b"true", b'"true"')
+    ]  # fmt: skip
+    store.close()
+
+
+def test_too_many_held_keys_are_written_before_the_flush(
+    context, json_serde, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(changelogging, "MAX_HELD_CHANGES", 3)
+    store = ChangeLoggingKeyValueStore(InMemoryKeyValueStore("counts"), json_serde, json_serde)
+    store.init(context)
+    for key in "abab":
+        store.put(key, 1)
+    assert context.logged == []
+    store.put("c", 1)  # the third key held: all three go
+    store.put("d", 1)
+    assert [k for _, _, k, _, _ in context.logged] == [b'"a"', b'"b"', b'"c"']
 
 
 def test_the_suppression_buffer_logs_each_changed_key_once_per_flush(context, json_serde) -> None:

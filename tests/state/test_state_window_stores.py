@@ -173,8 +173,11 @@ def test_window_changelog_bytes_and_restore_across_backends(
     store = window_store(persistent, open_stores, retention=100, timestamped=True, logging=True)
     assert isinstance(store.inner, ChangeLoggingWindowStore)  # below the metering layer
     context = store._context
+    store.put("k", ValueAndTimestamp(5, 3), 0)
     store.put("k", ValueAndTimestamp(1, 7), 0)
     store.put("k", ValueAndTimestamp(2, 9), 10)
+    assert context.logged == []  # held until the flush: the latest per key and window
+    store.flush()
     assert context.logged == [
         ("app-w-changelog", 0, b'"k"' + bytes(8), b"1", 7),
         ("app-w-changelog", 0, b'"k"' + (10).to_bytes(8, "big"), b"2", 9),
@@ -258,10 +261,11 @@ def test_session_changelog_restores_across_backends(
     store.put("k", 0, 9, 2)
     store.remove("k", 0, 5)
     logged = store._context.logged
+    assert logged == []  # held until the flush: the latest per key and session
+    store.flush()
     assert [(k, v) for _, _, k, v, _ in logged] == [
-        (b'"k"' + (5).to_bytes(8, "big") + bytes(8), b"1"),
-        (b'"k"' + (9).to_bytes(8, "big") + bytes(8), b"2"),
         (b'"k"' + (5).to_bytes(8, "big") + bytes(8), None),
+        (b'"k"' + (9).to_bytes(8, "big") + bytes(8), b"2"),
     ]
     for target_persistent in (False, True):
         other = make_context(state_dir=str(tmp_path / f"restore-{target_persistent}"))
