@@ -15,7 +15,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.errors import IllegalStateError
+from kstream_nb.errors import IllegalStateError, ProcessingError, SerializationError
 from kstream_nb.state.store import (
     DelegatingStoreContext,
     KeyValue,
@@ -52,7 +52,10 @@ class ChangeHolder:
     """What change-logging layers share: the changes held for the next flush, by what identifies a
     changelog key, each written by ``_write_change(*change)``."""
 
+    _context: StateStoreContext | None
+
     def __init__(self) -> None:
+        #: what identifies a changelog key -> the change, its record timestamp last
         self._held: dict[Any, tuple[Any, ...]] = {}
 
     def _write_change(self, *change: Any) -> None:
@@ -71,8 +74,17 @@ class ChangeHolder:
     def _write_held(self) -> None:
         held, self._held = self._held, {}
         write = self._write_change
-        for change in held.values():
-            write(*change)
+        change: tuple[Any, ...] = ()
+        try:
+            for change in held.values():
+                write(*change)
+        except SerializationError as e:  # far from the record that made the change: say which key it was
+            store = getattr(self, "name", "?")
+            raise ProcessingError(
+                f"SerializationError: {e}; writing the change of key {change[0]!r} in store {store!r} to its "
+                f"changelog (last changed by a record with timestamp {change[-1]})",
+                task_id=getattr(self._context, "task_id", None),
+            ) from e
 
     def _write_held_and_close(self, inner: Any) -> None:
         """Closing: the held changes are written (as a record cache is flushed), then the store below closed."""

@@ -196,3 +196,18 @@ def test_error_in_the_assignor_surfaces_as_app_error(url, make_app):
     assert "assignor exploded" in str(error)
     wait_for(lambda: _no_stream_threads_alive(app), what="threads to end")
     assert app.stop(5) is True
+
+
+def test_a_store_value_its_changelog_cannot_take_fails_the_app_naming_store_key_and_task(url, make_app):
+    """The changelog gets a store's changes at the commit, away from the record that made them: the error
+    names the store, the key and the task instead."""
+    ks.produce("in", [("a", 1), ("a", 2)], bootstrap_servers=url)
+    b = ks.StreamsBuilder()
+    b.stream("in").group_by_key().aggregate(lambda: None, lambda k, v, agg: object(), store="things")
+    app = make_app(b.build(), application_id="unlogged")
+    app.start()
+    error = _wait_for_error(app)
+    assert isinstance(error, ks.ProcessingError) and error.task_id == "0_0"
+    assert "store 'things'" in str(error) and "key 'a'" in str(error) and "unlogged-things-changelog" in str(error)
+    assert "not JSON serializable: object" in str(error)
+    wait_for(lambda: _no_stream_threads_alive(app), what="stream threads to end")
