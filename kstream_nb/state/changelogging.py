@@ -148,14 +148,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
         context = self._context
         if context is None:
             raise _not_initialized(self.name)
-        held = self._held
-        try:  # (ChangeHolder._hold, inlined: this runs for every update of every count)
-            held[key.__class__, key] = (key, value, context.timestamp)  # the class: 1 and True differ in bytes
-        except TypeError:
-            self._write_change(key, value, context.timestamp)
-            return
-        if len(held) >= MAX_HELD_CHANGES:
-            self._write_held()
+        self._hold((key.__class__, key), (key, value, context.timestamp))  # the class: 1 and True differ in bytes
 
     def _write_change(self, key: Any, value: Any, timestamp: int) -> None:
         if value is not None and self.timestamped:
