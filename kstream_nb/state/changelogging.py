@@ -6,6 +6,9 @@ that one, so a key updated a thousand times between two commits costs one record
 instead of a thousand. The store below has every change at once, nothing downstream waits for the
 changelog, and at each commit it holds what it would hold had every change been written. More than
 ``MAX_HELD_CHANGES`` keys held are written without waiting for the commit.
+
+Held changes are told apart as the store below tells its keys apart: a RocksDB store by their bytes
+(where 1 and True, or (1,) and (True,), are two keys), an in-memory store as a dict does.
 """
 
 from __future__ import annotations
@@ -127,6 +130,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
         self._serialize_key = self.key_serde.serializer(self._topic)
         self._serialize_value = self.value_serde.serializer(self._topic)
         self._write = context.changelog_writer(self._topic)
+        self._keys_by_bytes = self.inner.persistent
         registration = ChangelogRegistration(context, self.restore, self._topic)
         self.inner.init(registration, root if root is not None else self)
 
@@ -148,7 +152,7 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
         context = self._context
         if context is None:
             raise _not_initialized(self.name)
-        self._hold((key.__class__, key), (key, value, context.timestamp))  # the class: 1 and True differ in bytes
+        self._hold(self._serialize_key(key) if self._keys_by_bytes else key, (key, value, context.timestamp))
 
     def _write_change(self, key: Any, value: Any, timestamp: int) -> None:
         if value is not None and self.timestamped:

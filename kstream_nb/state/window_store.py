@@ -326,6 +326,7 @@ class _ChangeLoggingLayer(WrappedWindowedStore, ChangeHolder):
         self._context = context
         self._topic = context.changelog_topic(self.inner.name)
         self._write = context.changelog_writer(self._topic)
+        self._keys_by_bytes = self.inner.persistent  # (see kstream_nb.state.changelogging)
         self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)
 
     def flush(self) -> None:
@@ -371,7 +372,8 @@ class ChangeLoggingWindowStore(_ChangeLoggingLayer):
         if inner.retain_duplicates:  # every put is a changelog key of its own: nothing to hold
             self._write_change(key, value, _TS.pack(window_start) + _SEQ.pack(inner.seq), ctx.timestamp)
         else:
-            self._hold((key.__class__, key, window_start), (key, value, _TS.pack(window_start), ctx.timestamp))
+            ident = self._serialize_key(key) if self._keys_by_bytes else key
+            self._hold((ident, window_start), (key, value, _TS.pack(window_start), ctx.timestamp))
 
     def _write_change(self, key: Any, value: Any, suffix: bytes, timestamp: int) -> None:
         if self.timestamped and value is not None:
@@ -398,7 +400,8 @@ class ChangeLoggingSessionStore(_ChangeLoggingLayer):
         self.inner.put(key, start, end, value)
         ctx = self._context
         assert ctx is not None
-        self._hold((key.__class__, key, start, end), (key, start, end, value, ctx.timestamp))
+        ident = self.key_serde.serialize(self._topic, key) if self._keys_by_bytes else key
+        self._hold((ident, start, end), (key, start, end, value, ctx.timestamp))
 
     def _write_change(self, key: Any, start: int, end: int, value: Any, timestamp: int) -> None:
         key_bytes = (self.key_serde.serialize(self._topic, key) or b"") + _TS.pack(end) + _TS.pack(start)
