@@ -68,7 +68,7 @@ class ChangeHolder:
         held = self._held
         try:
             held[ident] = change
-        except TypeError:  # an unhashable key (a RocksDB store may have them): written at once
+        except TypeError:  # an unhashable key (a store from the user's own supplier may take one): written at once
             self._write_change(*change)
             return
         if len(held) >= MAX_HELD_CHANGES:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kstream_nb.errors import IllegalStateError
@@ -64,6 +66,19 @@ def test_a_rocksdb_stores_changes_are_held_apart_by_key_bytes(tmp_path, make_con
         (b"1", b'"a"'), (b"true", b'"b"'), (b'[1,"x"]', b'"c"'), (b'[true,"x"]', b'"d"'), (b'{"id":7}', b'"f"')
     ]  # fmt: skip
     store.close()
+
+
+def test_an_unhashable_key_of_a_store_of_ones_own_is_logged_at_once(context, json_serde) -> None:
+    """A store from a supplier of the user's may take keys a dict cannot hold: their changes are not held."""
+
+    class JsonKeyed(InMemoryKeyValueStore):
+        def put(self, key: object, value: object) -> None:
+            super().put(json.dumps(key, sort_keys=True), value)
+
+    store = ChangeLoggingKeyValueStore(JsonKeyed("own"), json_serde, json_serde)
+    store.init(context)
+    store.put({"id": 7}, "a")
+    assert [(k, v) for _, _, k, v, _ in context.logged] == [(b'{"id":7}', b'"a"')]
 
 
 def test_too_many_held_keys_are_written_before_the_flush(
