@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import kstream_nb as ks
+from tests.helpers import wait_for
 
 WORDS = [f"w{i}" for i in range(50)]
 
@@ -90,3 +91,29 @@ def test_at_least_once_loses_nothing_and_may_duplicate() -> None:
     assert all(updates[w] >= c for w, c in expected.items())
     duplicates = sum(updates.values()) - sum(expected.values())
     print(f"at_least_once: {duplicates} duplicate updates after 4 crashes")
+
+
+def test_a_rebuilt_transaction_drops_what_closing_the_tasks_flushed(url, make_app) -> None:
+    """exactly-once, a transaction given up (the broker aborted it): the tasks are closed and rebuilt from the
+    changelogs. What closing them flushed from their record caches belonged to the aborted transaction and
+    never appears; the rebuilt tasks count the input again, once."""
+    ks.produce("words", [("a", "x"), ("b", "x"), ("a", "x")], bootstrap_servers=url)
+    b = ks.StreamsBuilder()
+    b.stream("words").group_by_key().count(store="counts").to_stream().to("word-counts")
+    app = make_app(
+        b.build(),
+        processing_guarantee="exactly_once_v2",
+        statestore_cache_max_bytes=10_000_000,
+        commit_interval_ms=60_000,
+    )
+    app.start().wait_until_running(30)
+    wait_for(lambda: dict(app.store("counts").all()) == {"a": 2, "b": 1}, what="the counts in the cache")
+    thread = app.threads[0]
+    thread._transaction_corrupted = True  # what a failed commit_transaction that the broker aborted sets
+    for task in list(thread.tasks.values()):
+        task.commit_requested = True
+    wait_for(lambda: not thread._transaction_corrupted, what="the tasks rebuilt")
+    wait_for(lambda: dict(app.store("counts").all()) == {"a": 2, "b": 1}, what="the counts again")
+    assert app.stop(timeout=10)
+    out = ks.read_topic("word-counts", bootstrap_servers=url)
+    assert sorted(zip(out["key"], out["value"])) == [("a", 2), ("b", 1)]
