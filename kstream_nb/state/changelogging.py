@@ -53,8 +53,10 @@ MAX_HELD_CHANGES = 10_000
 
 class ChangeHolder:
     """What change-logging layers share: the changes held for the next flush, by what identifies a
-    changelog key, each written by ``_write_change(*change)``."""
+    changelog key, each written by ``_write_change(*change)``; flushing and closing write them first.
+    (A base listed before the layer's wrapper class, so that its ``flush`` and ``close`` are the ones.)"""
 
+    inner: Any
     _context: StateStoreContext | None
 
     def __init__(self) -> None:
@@ -89,16 +91,20 @@ class ChangeHolder:
                 task_id=getattr(self._context, "task_id", None),
             ) from e
 
-    def _write_held_and_close(self, inner: Any) -> None:
-        """Closing: the held changes are written (as a record cache is flushed), then the store below closed."""
+    def flush(self) -> None:
+        self._write_held()
+        self.inner.flush()
+
+    def close(self) -> None:
+        """Writes the held changes (as closing a record cache flushes it), then closes the store below."""
         try:
-            if self._held and inner.is_open:
+            if self._held and self.inner.is_open:
                 self._write_held()
         finally:
-            inner.close()
+            self.inner.close()
 
 
-class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
+class ChangeLoggingKeyValueStore(ChangeHolder, WrappedKeyValueStore):
     """Logs each put/delete to the store's changelog topic (at the next flush, the latest per key: see the
     module docstring) after applying it to the inner store.
 
@@ -158,13 +164,6 @@ class ChangeLoggingKeyValueStore(WrappedKeyValueStore, ChangeHolder):
         if value is not None and self.timestamped:
             value, timestamp = value.value, value.timestamp
         self._write(self._serialize_key(key), None if value is None else self._serialize_value(value), timestamp)
-
-    def flush(self) -> None:
-        self._write_held()
-        self.inner.flush()
-
-    def close(self) -> None:
-        self._write_held_and_close(self.inner)
 
     def put(self, key: Any, value: Any) -> None:
         self.inner.put(key, value)

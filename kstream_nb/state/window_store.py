@@ -309,7 +309,7 @@ class WrappedWindowedStore:
         self.inner.init(context, root if root is not None else self)
 
 
-class _ChangeLoggingLayer(WrappedWindowedStore, ChangeHolder):
+class _ChangeLoggingLayer(ChangeHolder, WrappedWindowedStore):
     """What the window and session change-logging layers share: serdes, changelog topic, the changes held
     for the next flush (see ``kstream_nb.state.changelogging``), and restoring (RocksDB stores take the
     changelog bytes as they are: the same key layout)."""
@@ -328,13 +328,6 @@ class _ChangeLoggingLayer(WrappedWindowedStore, ChangeHolder):
         self._write = context.changelog_writer(self._topic)
         self._keys_by_bytes = self.inner.persistent  # (see kstream_nb.state.changelogging)
         self.inner.init(ChangelogRegistration(context, self._restore, self._topic), root or self)
-
-    def flush(self) -> None:
-        self._write_held()
-        self.inner.flush()
-
-    def close(self) -> None:
-        self._write_held_and_close(self.inner)
 
     def _restore(self, batch: list[tuple[Any, ...]]) -> None:
         restore_raw = getattr(self.inner, "restore_raw", None)
