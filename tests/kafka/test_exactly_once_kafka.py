@@ -124,6 +124,18 @@ def progress(admin: Any, group: str, topics: list[str]) -> tuple[int, int]:
     return sum(min(committed.get(tp, 0), ends[tp]) for tp in tps), sum(ends.values())
 
 
+def wait_until_committed(admin: Any, group: str, topic: str, records: float, timeout: float = 120.0) -> None:
+    """Returns once ``group`` has committed ``records`` records of ``topic`` (or all of them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, total = progress(admin, group, [topic])
+        if done >= min(records, total):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{group} committed {done} of {total} records of {topic} in {timeout:.0f} s")
+        time.sleep(0.02)
+
+
 def run_with_kills(
     bootstrap: str,
     guarantee: str,
@@ -159,8 +171,11 @@ def run_with_kills(
         b.start()
         a.wait_running(1)
         b.wait_running(1)
-        for k in range(KILLS):
-            time.sleep(rng.uniform(0.2, 2.0))
+        # each kill at a random share of the sentences committed (not at a random time: processing speed
+        # varies from machine to machine, and a fast run consumed the input before a timed first kill)
+        for k, share in enumerate(sorted(rng.uniform(0.05, 0.7) for _ in range(KILLS))):
+            wait_until_committed(admin, app_id, source, share * n)
+            time.sleep(rng.uniform(0, 0.3))
             # both sub-topologies: the split reads the sentences fast, the counting follows behind
             done, total = progress(admin, app_id, [source, repartition])
             kill_progress.append(f"{done}/{total}")
