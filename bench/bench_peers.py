@@ -440,17 +440,21 @@ def _started_at(lines: list[str]) -> float | None:
     return None
 
 
-def run_raw(bootstrap: str, data: Data, decoder: str, log_dir: Path, timeout: float) -> Result:
-    res = Result(f"raw confluent-kafka + {decoder}.loads", "consume", inputs=data.n_events + PARTITIONS)
+def run_raw(
+    bootstrap: str, data: Data, decoder: str, extra: dict[str, Any], log_dir: Path, timeout: float
+) -> Result:
+    label = f"raw confluent-kafka + {decoder}.loads" + "".join(f", {k}={v}" for k, v in extra.items())
+    res = Result(label, "consume", inputs=data.n_events + PARTITIONS)
     cmd = [
         sys.executable,
         str(PEERS / "raw_consume.py"),
         bootstrap,
         "events",
-        json.dumps({**CONSUMER_CONFIG, "fetch.wait.max.ms": 10}),
+        json.dumps({**CONSUMER_CONFIG, "fetch.wait.max.ms": 10, **extra}),
         decoder,
     ]
-    lines, _status, rss, error = run_child(cmd, log_dir / f"raw-{decoder}.log", lambda exited: exited, timeout)
+    log = log_dir / f"raw-{decoder}{'-tuned' if extra else ''}.log"
+    lines, _status, rss, error = run_child(cmd, log, lambda exited: exited, timeout)
     res.peak_rss_mib = rss
     done = [ln for ln in lines if ln.startswith("DONE ")]
     if error or not done:
@@ -709,6 +713,7 @@ def compare_word_counts(results: list[Result], data: Data, seed: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # kstream_nb (and the tests' broker helper) from this checkout
+    from kstream_nb.cluster.kafka import CONSUMER_DEFAULTS
     from tests.tansu_helpers import running_tansu
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -784,11 +789,13 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         if not args.no_raw:
-            for decoder in ("json", "orjson"):
+            # the last raw consumer reads with kstream_nb's consumer defaults (librdkafka's 1 s
+            # fetch.queue.backoff.ms caps the other two)
+            for decoder, extra in (("json", {}), ("orjson", {}), ("orjson", CONSUMER_DEFAULTS)):
                 raw_runs = []
                 for _ in range(args.repeat):
-                    print(f"==> raw consume ({decoder})", flush=True)
-                    r = run_raw(bootstrap, data, decoder, log_dir, args.timeout)
+                    print(f"==> raw consume ({decoder}) {json.dumps(extra) if extra else ''}", flush=True)
+                    r = run_raw(bootstrap, data, decoder, extra, log_dir, args.timeout)
                     raw_runs.append(r)
                     print(f"    {fmt_rate(r.rate)} rec/s {r.error or r.check}", flush=True)
                 raw.append(median_run(raw_runs))

@@ -118,6 +118,13 @@ PRODUCER_ONLY = (
 )
 
 
+#: kstream_nb's own defaults for its consumers (a user's setting wins). librdkafka waits
+#: ``fetch.queue.backoff.ms`` (1 s by default) before fetching a partition again once its local queue is
+#: over ``queued.min.messages``: that caps one consumer at a few hundred thousand records a second however
+#: fast the application is (librdkafka#2879; 182k/s on tansu with defaults, 1.1M/s at 10 ms, bench/README.md).
+CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10}
+
+
 def _matches(key: str, names: tuple[str, ...]) -> bool:
     return any(key.startswith(n) if n.endswith(".") else key == n for n in names)
 
@@ -215,7 +222,9 @@ class KafkaCluster(Cluster):
         Readers (restoring stores, ``read_topic``) read to the end of partitions one after the other: a
         short ``fetch.wait.max.ms`` keeps the broker from holding their fetch at each partition's end.
         """
-        defaults = {"fetch.wait.max.ms": 20} if group_id is None else {}
+        defaults = dict(CONSUMER_DEFAULTS)
+        if group_id is None:
+            defaults["fetch.wait.max.ms"] = 20
         role = "reader" if group_id is None else "consumer"
         return KafkaConsumer(self, group_id, config_for(role, defaults, self.config, config))
 
