@@ -23,7 +23,8 @@ What it does:
    each workload writes): (1) ``filter`` amount > 50 + map to an output topic; (2) ``wordcount``:
    split, repartition by word, count, every update written; (3) ``window``: 10 s tumbling event-time sum
    per key, 5 s grace, final results only. Plus the ceiling: a bare confluent-kafka consumer reading
-   ``events`` and decoding the JSON (json.loads and orjson.loads).
+   ``events`` and decoding the JSON (json.loads and orjson.loads with librdkafka's defaults; orjson.loads
+   with kstream_nb's consumer defaults, ``CONSUMER_DEFAULTS``).
 4. Times each run from the moment the runner starts processing (it prints ``STARTED``, after imports
    and building its pipeline; consumer-group join and topic creation are inside the time) until the
    output topic, watched by a consumer in this process, holds the expected number of records.
