@@ -465,7 +465,9 @@ class KafkaStreams:
             if self._idle():
                 return self
             time.sleep(0.01)
-        raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
+        pending = sorted(t for th in list(self._threads) for t in th.pending_tasks)
+        waiting = f"; tasks {pending} wait for a rebalance to assign them" if pending else ""
+        raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}{waiting}")
 
     def _idle(self) -> bool:
         """RUNNING with every stream thread holding its tasks, and those tasks at the end of their input,

@@ -32,6 +32,10 @@ log = logging.getLogger("kstream_nb.thread")
 
 #: how often a thread on Kafka reads the group-members board and publishes its heartbeat there
 GROUP_HEARTBEAT_S = 1.0
+#: how long tasks may wait for the rebalance that assigns them whole before the thread asks the group for
+#: one (librdkafka rejoins by itself once its metadata refresh sees a new topic; a topic that a metadata
+#: answer left out for a moment brings no such rejoin)
+PENDING_TASKS_REBALANCE_S = 20.0
 
 
 def wall_clock_ms() -> int:
@@ -197,6 +201,7 @@ class StreamThread(threading.Thread):
         self._broker_checked = 0.0
         self.missing_topics: list[str] = []
         self.pending_tasks: list[str] = []
+        self._pending_since = 0.0
         self.group_view: dict[str, Any] = {}
         self.restored_records = 0
         self.restore_progress: dict[str, tuple[int, int]] = {}
@@ -269,6 +274,7 @@ class StreamThread(threading.Thread):
         self.missing_topics = list(userdata.get("missing_topics", []))
         #: tasks whose (new) internal topics the group has not assigned yet: they come at the next rebalance
         self.pending_tasks = list(userdata.get("pending_tasks", []))
+        self._pending_since = time.monotonic()
         self.group_view = dict(userdata.get("all", {}))
         subs = {s.id: s for s in self.topology.subtopologies()}
         active = userdata.get("active", {})
@@ -285,6 +291,8 @@ class StreamThread(threading.Thread):
             resumed = self._suspended.pop(task_id, None)
             self._add_task(resumed or self._create_task(task_id, tps, warm.get(task_id)), tps)
         self._prev_tasks = sorted(self.tasks)
+        log.info("%s assigned active tasks %s, standby tasks %s, pending tasks %s", self.name, self._prev_tasks,
+                 sorted(self.standbys), self.pending_tasks)  # fmt: skip
         self._assigned_ms = wall_clock_ms()
         if self.group_members is not None:
             self._publish_member()
@@ -347,6 +355,15 @@ class StreamThread(threading.Thread):
                 subs = {s.id: s for s in self.topology.subtopologies()}
                 self._update_standbys(wanted, set(self.tasks), subs)
         self._publish_member()
+
+    def _follow_up_pending_tasks(self) -> None:
+        """Asks the group for a rebalance when tasks have waited ``PENDING_TASKS_REBALANCE_S`` for one."""
+        if not self.pending_tasks or time.monotonic() - self._pending_since < PENDING_TASKS_REBALANCE_S:
+            return
+        log.info("%s: tasks %s still wait to be assigned whole; asking the group to rebalance", self.name,
+                 self.pending_tasks)  # fmt: skip
+        self._pending_since = time.monotonic()
+        self.consumer.request_rebalance()
 
     def _assign_standby_consumer(self) -> None:
         positions = {tp: off for sb in self.standbys.values() for tp, off in sb.positions.items()}
@@ -492,6 +509,7 @@ class StreamThread(threading.Thread):
                 self._publish()
             self._update_standby_stores()
             self._maintain_group()
+            self._follow_up_pending_tasks()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()

@@ -106,6 +106,11 @@ class Instance:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
+    def dump_stacks(self) -> None:
+        """Has a running instance write every thread's stack to its log (SIGUSR1, see the runner)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -124,15 +129,32 @@ def progress(admin: Any, group: str, topics: list[str]) -> tuple[int, int]:
     return sum(min(committed.get(tp, 0), ends[tp]) for tp in tps), sum(ends.values())
 
 
-def wait_until_committed(admin: Any, group: str, topic: str, records: float, timeout: float = 120.0) -> None:
-    """Returns once ``group`` has committed ``records`` records of ``topic`` (or all of them)."""
+def stall_report(admin: Any, group: str, topics: list[str], instances: list[Instance]) -> str:
+    """Committed and end offsets per partition, and each instance's thread stacks and log tail: what a test
+    that saw no progress prints."""
+    tps = [TopicPartition(t, p) for t in topics for p in range(admin.partition_count(t) or 0)]
+    ends = admin.end_offsets(tps)
+    committed = admin.group_offsets(group)
+    offsets = ", ".join(f"{tp.topic}[{tp.partition}] {committed.get(tp)}/{ends[tp]}" for tp in tps)
+    for instance in instances:
+        instance.dump_stacks()
+    time.sleep(1)
+    logs = "\n".join(f"--- {i.log.name}:\n{i.log.read_text(errors='replace')[-6000:]}" for i in instances)
+    return f"committed/end per partition: {offsets}\n{logs}"
+
+
+def wait_until_committed(
+    admin: Any, group: str, topics: list[str], records: float, instances: list[Instance], timeout: float = 120.0
+) -> None:
+    """Returns once ``group`` has committed ``records`` records of ``topics[0]`` (or all of them)."""
     deadline = time.monotonic() + timeout
     while True:
-        done, total = progress(admin, group, [topic])
+        done, total = progress(admin, group, topics[:1])
         if done >= min(records, total):
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"{group} committed {done} of {total} records of {topic} in {timeout:.0f} s")
+            report = stall_report(admin, group, topics, instances)
+            pytest.fail(f"{group} committed {done} of {total} records of {topics[0]} in {timeout:.0f} s\n{report}")
         time.sleep(0.02)
 
 
@@ -174,7 +196,7 @@ def run_with_kills(
         # each kill at a random share of the sentences committed (not at a random time: processing speed
         # varies from machine to machine, and a fast run consumed the input before a timed first kill)
         for k, share in enumerate(sorted(rng.uniform(0.05, 0.7) for _ in range(KILLS))):
-            wait_until_committed(admin, app_id, source, share * n)
+            wait_until_committed(admin, app_id, [source, repartition], share * n, [a, b])
             time.sleep(rng.uniform(0, 0.3))
             # both sub-topologies: the split reads the sentences fast, the counting follows behind
             done, total = progress(admin, app_id, [source, repartition])
@@ -196,7 +218,8 @@ def run_with_kills(
             if total - done <= 2 * PARTITIONS and time.monotonic() - still_since > 15:
                 break
             if time.monotonic() > deadline:
-                pytest.fail(f"the instances did not finish: {done}/{total} committed")
+                report = stall_report(admin, app_id, [source, repartition], [a, b])
+                pytest.fail(f"the instances did not finish: {done}/{total} committed\n{report}")
             time.sleep(0.25)
         processed_s = time.monotonic() - t1
         if at_end is not None:

@@ -477,3 +477,35 @@ def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kaf
     wait_for(joined, 60, "the join of every order")
     admin = connect(kafka_bootstrap).admin()
     assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-0000000006-subscription-response-topic") == 3
+
+
+def test_tasks_a_metadata_answer_left_pending_start_at_a_rebalance_the_thread_asks_for(
+    make_kafka_app, names, kafka_bootstrap, monkeypatch
+) -> None:
+    """A member's assignment callback reads the topics' partition counts from a metadata answer; a topic
+    missing from it leaves that topic's tasks pending. librdkafka's own metadata knew the topic (it assigned
+    its partitions), so no rejoin of its own follows: the thread asks the group for a rebalance."""
+    from kstream_nb.runtime import stream_thread
+    from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+
+    monkeypatch.setattr(stream_thread, "PENDING_TASKS_REBALANCE_S", 1.0)
+    assign_local = StreamsPartitionAssignor.assign_local
+    pending: list[list[str]] = []
+
+    def first_answer_without_the_repartition_topic(self, counts, partitions, subscription):  # type: ignore[no-untyped-def]
+        if not pending:
+            counts = {t: n for t, n in counts.items() if not t.endswith("-repartition")}
+        assignment = assign_local(self, counts, partitions, subscription)
+        pending.append(assignment.userdata["pending_tasks"])
+        return assignment
+
+    monkeypatch.setattr(StreamsPartitionAssignor, "assign_local", first_answer_without_the_repartition_topic)
+    sentences = [f"w{i % 7} w{i % 5}" for i in range(40)]
+    source = names("sentences")
+    ks.produce(source, sentences, bootstrap_servers=kafka_bootstrap, partitions=2)
+    b = ks.StreamsBuilder()
+    b.stream(source).flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+    app = make_kafka_app(b.build(), application_id=names("pending")).start()
+    wait_for(lambda: app.state is ks.State.RUNNING and app.wait_until_idle(60), 60, "the app to drain")
+    assert pending[0] == ["1_0", "1_1"] and pending[-1] == []
+    assert dict(store_rows(app, "counts")) == expected_word_counts(sentences)

@@ -8,7 +8,7 @@ event time, through ``suppress(until_window_closes())``; the grace outlasts the 
 
 Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
 at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and logs warnings and each
-task's restoration (with the process id); SIGTERM stops it cleanly.
+task's restoration (with the process id); SIGTERM stops it cleanly, SIGUSR1 prints every thread's stack.
 A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
 
 ``COMMIT_FLAG``: a file whose first byte is 1 while a stream thread is inside an exactly-once commit (from
@@ -18,6 +18,7 @@ the process (SIGSTOP) and reads it to tell a kill that lands inside a commit (se
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import mmap
 import os
@@ -90,6 +91,24 @@ def publish_commit_phase(path: str) -> None:
     StreamThread._commit_transaction = flagged_commit  # type: ignore[method-assign]
 
 
+def print_threads(app: ks.KafkaStreams) -> None:
+    """Every thread's stack, and what each stream thread holds and where it stands (a stalled test asks)."""
+    faulthandler.dump_traceback(all_threads=True)
+    for t in app.threads:
+        tasks = {
+            tid: {"buffered": task.buffered(), "consumed": {str(tp): o for tp, o in task.consumed.items()}}
+            for tid, task in t.tasks.items()
+        }
+        print(
+            f"THREAD {t.name} state={t.state} polls={t.poll_total} commits={t.commit_total} "
+            f"processed={t.processed_total} committing={t._committing} corrupted={t._transaction_corrupted} "
+            f"broker_away_since={t.broker_unreachable_since} "
+            f"assignment={sorted(map(str, t.consumer.assignment()))} "
+            f"paused={sorted(map(str, t.consumer.paused()))} pending_tasks={t.pending_tasks} tasks={tasks}",
+            flush=True,
+        )
+
+
 def main(argv: list[str]) -> int:
     bootstrap, application_id, source, sink, guarantee, state_dir, dsl_store, topology = argv[:8]
     if len(argv) > 8:
@@ -108,9 +127,10 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(levelname)s %(name)s %(message)s"
     )
-    logging.getLogger("kstream_nb.restore").setLevel(logging.INFO)
+    logging.getLogger("kstream_nb").setLevel(logging.INFO)
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
     app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
+    signal.signal(signal.SIGUSR1, lambda *_: print_threads(app))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     app.start()
