@@ -107,7 +107,7 @@ class Instance:
         self.process.wait(10)
 
     def dump_stacks(self) -> None:
-        """Has a running instance write every thread's stack to its log (SIGUSR1, see the runner)."""
+        """Has a running instance write every thread's stack and state to its log (SIGUSR1, see the runner)."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGUSR1)
 
@@ -139,7 +139,7 @@ def stall_report(admin: Any, group: str, topics: list[str], instances: list[Inst
     for instance in instances:
         instance.dump_stacks()
     time.sleep(1)
-    logs = "\n".join(f"--- {i.log.name}:\n{i.log.read_text(errors='replace')[-6000:]}" for i in instances)
+    logs = "\n".join(f"--- {i.log.name}:\n{i.log.read_text(errors='replace')[-12000:]}" for i in instances)
     return f"committed/end per partition: {offsets}\n{logs}"
 
 

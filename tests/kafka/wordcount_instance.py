@@ -7,8 +7,9 @@
 event time, through ``suppress(until_window_closes())``; the grace outlasts the input's time span).
 
 Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
-at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and logs warnings and each
-task's restoration (with the process id); SIGTERM stops it cleanly, SIGUSR1 prints every thread's stack.
+at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and logs kstream_nb at INFO
+(assignments, restorations, warnings; with the process id); SIGTERM stops it cleanly, SIGUSR1 prints every
+thread's stack and where each stream thread stands.
 A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
 
 ``COMMIT_FLAG``: a file whose first byte is 1 while a stream thread is inside an exactly-once commit (from
