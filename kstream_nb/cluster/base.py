@@ -149,15 +149,8 @@ class Producer(ABC):
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         """Writes decoded records to one partition; clusters that store bytes serialize them."""
-        for i, value in enumerate(batch.values.to_dict("records")):
-            self.send(
-                topic,
-                batch.key_serde.serialize(topic, batch.keys[i]),
-                batch.value_serde.serialize(topic, value),
-                int(batch.timestamps[i]),
-                batch.headers[i] if batch.headers else (),
-                partition,
-            )
+        for key, value, timestamp, headers, p in batch.serialized(topic, partition):
+            self.send(topic, key, value, timestamp, headers, p)
 
     #: called while ``send`` waits for room in a full local queue (the broker is slow or away), with the
     #: seconds waited so far; it may raise to stop waiting

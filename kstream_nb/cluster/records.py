@@ -62,6 +62,17 @@ class ColumnarBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def serialized(
+        self, topic: str, partition: int
+    ) -> list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]:
+        """The batch as serialized records (key, value, timestamp, headers, partition) for ``topic``."""
+        key, value = self.key_serde.serialize, self.value_serde.serialize
+        headers = self.headers or [()] * len(self.keys)
+        return [
+            (key(topic, self.keys[i]), value(topic, v), int(self.timestamps[i]), headers[i], partition)
+            for i, v in enumerate(self.values.to_dict("records"))
+        ]
+
 
 @dataclass(slots=True)
 class ProducerRecord:

@@ -54,6 +54,8 @@ class ProducerCollector:
         self.admin = admin
         self._counts: dict[str, int] = {}
         self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
+        #: exactly-once on Kafka: every record waits for ``flush`` (see ``StreamThread._commit_transaction``)
+        self.hold = hold
         direct = None if hold else producer.sender()
         #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
         self.copies_on_send = direct is not None
@@ -87,9 +89,12 @@ class ProducerCollector:
             self.producer.send_batch(topic, records)
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
-        self.flush()
         if self.admin.partition_count(topic) is None:
             self.admin.create_topics([_spec(topic)], exist_ok=True)
+        if self.hold:  # held like any other record until the transaction's commit
+            self._pending.setdefault(topic, []).extend(batch.serialized(topic, partition))
+            return
+        self.flush()
         self.producer.send_columnar(topic, batch, partition)
 
     def partition_count(self, topic: str) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import kstream_nb as ks
@@ -11,7 +13,8 @@ from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicExistsError, TopicSpec
 from kstream_nb.cluster.kafka import KafkaCluster, KafkaConsumer, config_for, get_kafka_cluster
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.cluster.records import ColumnarBatch, TopicPartition
+from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
 from kstream_nb.runtime.stream_thread import ProducerCollector
 
@@ -188,11 +191,19 @@ def test_a_stream_threads_collector_hands_records_to_librdkafka_at_once_except_u
     held = ProducerCollector(cluster.producer(), admin, hold=True)
     assert not held.copies_on_send
     held.send(topic, b"k", b"v2", 1_000, (), None)
+    # a pandas-style sink sends decoded columns: held as well, after the records sent before it
+    json = serde_from("json")
+    frame = pd.DataFrame({"amount": [3, 4]})
+    held.send_columnar(topic, ColumnarBatch(["a", "b"], frame, np.array([2_000, 2_001]), json, json), 0)
     held.producer.flush()
     assert admin.end_offsets([tp])[tp] == 1
     held.flush()
     held.producer.flush()
-    assert admin.end_offsets([tp])[tp] == 2
+    assert admin.end_offsets([tp])[tp] == 4
+    servers = cluster.bootstrap_servers
+    rows = ks.read_topic(topic, bootstrap_servers=servers, key_serde="bytes", value_serde="bytes")
+    assert rows["value"].tolist() == [b"v1", b"v2", b'{"amount":3}', b'{"amount":4}']
+    assert rows["timestamp"].tolist() == [1_000, 1_000, 2_000, 2_001]
     assert not ProducerCollector(connect("memory://").producer(), admin).copies_on_send
 
 
