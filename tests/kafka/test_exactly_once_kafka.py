@@ -43,7 +43,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 import kstream_nb as ks
 from kstream_nb.cluster import connect
@@ -153,9 +155,6 @@ def stall_report(admin: Any, group: str, topics: list[str], instances: list[Inst
 
 def written(client: Any, topic: str) -> int:
     """Records in ``topic``: its partitions' high watermarks, transaction markers included."""
-    from confluent_kafka import TopicPartition as CKTopicPartition
-    from confluent_kafka.admin import OffsetSpec
-
     latest = {CKTopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
     return sum(f.result().offset for f in client.list_offsets(latest, request_timeout=30).values())
 
@@ -439,8 +438,6 @@ def test_tansu_commits_a_fenced_open_transaction(kafka_bootstrap: str) -> None:
     an open transaction become visible to read_committed when a new producer registers the same
     transactional id (Kafka aborts the transaction). If this starts failing, tansu was fixed: drop the
     commit flag from the fault test."""
-    from confluent_kafka import Producer
-
     topic = f"fenced-{os.urandom(4).hex()}"
     connect(kafka_bootstrap).admin().create_topics([TopicSpec(topic, 1)])
     txn_id = f"fenced-{os.urandom(4).hex()}"
@@ -461,9 +458,6 @@ def test_tansu_defers_transactional_offsets(kafka_bootstrap: str) -> None:
     most of the time, so the group's committed offsets stand still for seconds while the app goes on: the
     fault test places its kills by what the app has written, not by the group's offsets. If this starts
     failing, tansu was fixed."""
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as CKTopicPartition
-
     suffix = os.urandom(4).hex()
     out, source, group = f"deferred-out-{suffix}", f"deferred-in-{suffix}", f"deferred-{suffix}"
     connect(kafka_bootstrap).admin().create_topics([TopicSpec(out, 1), TopicSpec(source, 1)])
