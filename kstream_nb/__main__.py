@@ -1,9 +1,12 @@
-"""Command line: ``python -m kstream_nb demo`` (also installed as ``kstream-nb``)."""
+"""Command line: ``python -m kstream_nb demo`` and ``kstream-nb kafka start|stop|status`` (also installed as
+``kstream-nb``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from kstream_nb.cluster.local_kafka import DEFAULT_DATA_DIR, DEFAULT_PORT, KAFKA_VERSION, LocalKafka, LocalKafkaError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +25,41 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-clear", action="store_true", help="print updates one after another instead of redrawing"
     )
+    kafka = sub.add_parser(
+        "kafka",
+        help="a local single-node Apache Kafka: start, stop, status",
+        description=f"Runs Apache Kafka {KAFKA_VERSION} (KRaft, one node) on 127.0.0.1; its jars are fetched "
+        "once from Maven Central (needs Java 17+ and Maven).",
+    )
+    kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"client port (default {DEFAULT_PORT})")
+    kafka.add_argument(
+        "--data-dir", default=str(DEFAULT_DATA_DIR), help=f"data, log and pid file (default {DEFAULT_DATA_DIR})"
+    )
+    kafka.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for it to answer (default 60)")
     return parser
+
+
+def run_kafka(action: str, port: int, data_dir: str, timeout: float) -> int:
+    """``kstream-nb kafka ACTION``: prints what happened; exit code 1 with the reason when it failed."""
+    broker = LocalKafka(data_dir, port)
+    try:
+        if action == "start":
+            was_running = broker.status().running
+            broker.start(timeout, quiet=False)
+            state = "already running" if was_running else "started"
+            print(f"Kafka {KAFKA_VERSION} {state} on {broker.bootstrap_servers} (data {broker.data_dir})")
+            print(f"use it with bootstrap_servers={broker.bootstrap_servers!r}; stop it with: kstream-nb kafka stop")
+        elif action == "stop":
+            print("Kafka stopped" if broker.stop() else f"Kafka was not running (data {broker.data_dir})")
+        else:
+            status = broker.status()
+            print(status)
+            return 0 if status.running else 3
+    except LocalKafkaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             interval=args.interval,
             clear=False if args.no_clear else None,
         )
+    if args.command == "kafka":
+        return run_kafka(args.action, args.port, args.data_dir, args.timeout)
     parser.print_help()
     return 2
 

@@ -12,7 +12,8 @@ cell again first stops the app (and dashboard thread) it started before; an erro
 ordinary traceback and leaves nothing running.
 
 Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N]
-[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME``.
+[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME
+| kafka start|stop|status [--port P]`` (the local Apache Kafka of ``kstream-nb kafka``).
 Kernel shutdown (interpreter exit) stops every app and refresher.
 """
 
@@ -34,6 +35,9 @@ from IPython.display import display
 
 import kstream_nb
 from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.local_kafka import DEFAULT_DATA_DIR as DEFAULT_KAFKA_DATA_DIR
+from kstream_nb.cluster.local_kafka import DEFAULT_PORT as DEFAULT_KAFKA_PORT
+from kstream_nb.cluster.local_kafka import BrokerStatus, LocalKafka, LocalKafkaError
 from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
 from kstream_nb.jupyter.refresher import stop_all_refreshers
@@ -233,6 +237,11 @@ def _line_parser() -> _Parser:
     s = sub.add_parser("dashboard", add_help=False)
     s.add_argument("name")
     s.add_argument("--show", default=",".join(SHOW_ALL))
+    s = sub.add_parser("kafka", add_help=False)
+    s.add_argument("action", choices=["start", "stop", "status"])
+    s.add_argument("--port", type=int, default=DEFAULT_KAFKA_PORT)
+    s.add_argument("--data-dir", default=str(DEFAULT_KAFKA_DATA_DIR), dest="data_dir")
+    s.add_argument("--timeout", type=float, default=60.0)
     return p
 
 
@@ -326,9 +335,22 @@ class KStreamMagics(Magics):
         if command is None:
             raise UsageError(
                 "usage: %kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N] "
-                "[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME"
+                "[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME "
+                "| kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
+
+    def _cmd_kafka(self, args: argparse.Namespace) -> BrokerStatus:
+        """``%kstream kafka start|stop|status``: the local Apache Kafka of ``kstream-nb kafka``."""
+        broker = LocalKafka(args.data_dir, args.port)
+        try:
+            if args.action == "start":
+                broker.start(args.timeout, quiet=False)
+            elif args.action == "stop":
+                broker.stop()
+        except LocalKafkaError as e:
+            raise UsageError(str(e)) from e
+        return broker.status()
 
     def _cmd_list(self, args: argparse.Namespace) -> pd.DataFrame:
         apps: dict[int, tuple[KafkaStreams, bool]] = {}
