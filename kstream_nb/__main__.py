@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kstream_nb.cluster.local_kafka import DEFAULT_DATA_DIR, DEFAULT_PORT, KAFKA_VERSION, LocalKafka, LocalKafkaError
+from kstream_nb.cluster.local_kafka import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_PORT,
+    KAFKA_VERSION,
+    LocalKafka,
+    LocalKafkaError,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +55,7 @@ def run_kafka(action: str, port: int, data_dir: str, timeout: float) -> int:
             broker.start(timeout, quiet=False)
             state = "already running" if was_running else "started"
             print(f"Kafka {KAFKA_VERSION} {state} on {broker.bootstrap_servers} (data {broker.data_dir})")
-            print(f"use it with bootstrap_servers={broker.bootstrap_servers!r}; stop it with: kstream-nb kafka stop")
+            print(f"use it with bootstrap_servers={broker.bootstrap_servers!r}; stop it: kstream-nb kafka stop")
         elif action == "stop":
             print("Kafka stopped" if broker.stop() else f"Kafka was not running (data {broker.data_dir})")
         else:

@@ -75,7 +75,8 @@ class LocalKafkaError(StreamsError):
 
 
 def cache_dir() -> Path:
-    """Where fetched jars are kept: ``$KSTREAM_NB_CACHE``, else ``$XDG_CACHE_HOME/kstream_nb`` or ``~/.cache/kstream_nb``."""
+    """Where fetched jars are kept: ``$KSTREAM_NB_CACHE``, else ``$XDG_CACHE_HOME/kstream_nb`` or
+    ``~/.cache/kstream_nb``."""
     if os.environ.get("KSTREAM_NB_CACHE"):
         return Path(os.environ["KSTREAM_NB_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kstream_nb"
@@ -178,7 +179,8 @@ class BrokerStatus:
 
     def __str__(self) -> str:
         if self.running:
-            return f"Kafka {KAFKA_VERSION} running on {self.bootstrap_servers} (pid {self.pid}, data {self.data_dir})"
+            where = f"{self.bootstrap_servers} (pid {self.pid}, data {self.data_dir})"
+            return f"Kafka {KAFKA_VERSION} running on {where}"
         return f"Kafka not running (data {self.data_dir})"
 
 
@@ -351,7 +353,8 @@ class LocalKafka:
         while True:
             if process.poll() is not None:
                 raise LocalKafkaError(
-                    f"Kafka exited with code {process.returncode} while starting; the end of its log:\n{self.log_tail()}"
+                    f"Kafka exited with code {process.returncode} while starting; "
+                    f"the end of its log:\n{self.log_tail()}"
                 )
             try:
                 if admin.list_topics(timeout=1).brokers:
@@ -421,4 +424,3 @@ class LocalKafka:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-

@@ -335,8 +335,8 @@ class KStreamMagics(Magics):
         if command is None:
             raise UsageError(
                 "usage: %kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N] "
-                "[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME "
-                "| kafka start|stop|status [--port P]"
+                "[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME "
+                "| dashboard NAME | kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
 
