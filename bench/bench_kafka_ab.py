@@ -1,4 +1,4 @@
-"""Two checkouts of kstream_nb, A and B, on the same workload and tansu broker, alternating, for A/B timing.
+"""Two checkouts of kstream_nb, A and B, on the same workload and Kafka broker, alternating, for A/B timing.
 
     git worktree add /tmp/ks-base HEAD~1
     .venv/bin/python bench/bench_kafka_ab.py /tmp/ks-base . --rounds 3            # word count
@@ -11,7 +11,7 @@ with 5 s grace, final results only), then runs each checkout's app in its own pr
 ``--rounds`` times, each with a fresh application id (the whole input, cold state). One stream thread,
 in-memory stores, no record cache unless ``--cache-bytes`` (``--commit-ms`` sets the commit interval,
 ``--guarantee exactly_once_v2`` runs it under exactly-once). Times from the app reaching RUNNING (after
-the consumer-group join, which only measures tansu) until the thread has processed every input record
+the consumer-group join, which measures the broker) until the thread has processed every input record
 (word count: sentences + words, both sub-topologies), and prints the median per checkout and B/A. "busy"
 is the stream thread's time inside processing (``process_time_s``); "in GC" the process's time in
 CPython's cyclic garbage collector (``gc.callbacks``).
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.tansu_helpers import running_tansu  # noqa: E402
+from tests.kafka_broker import running_kafka  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -62,7 +62,7 @@ else:
      .windowed_by(ks.TimeWindows.of(10_000).grace(5_000)).reduce(lambda a, b: a + b, store="sums")
      .suppress(ks.until_window_closes()).to_stream().map(lambda w, s: (w.key, {"start": w.start, "sum": s}))
      .to("out-" + app_id))
-config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 10}
+config = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 app = ks.KafkaStreams(b.build(), application_id=app_id, bootstrap_servers=bootstrap, default_key_serde="string",
                       default_value_serde="json", client_config=config, statestore_cache_max_bytes=int(cache),
                       processing_guarantee=guarantee,
@@ -90,7 +90,7 @@ def write_input(bootstrap: str, workload: str, seed: int) -> int:
     rng = random.Random(seed)
     topic = "sentences" if workload == "wordcount" else "events"
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
-    for future in admin.create_topics([NewTopic(topic, 4, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, 4, 1)], operation_timeout=30).values():
         future.result()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000}
@@ -137,7 +137,8 @@ def main() -> int:
     args = parser.parse_args()
     roots = [str(Path(r).resolve()) for r in (args.a, args.b)]
     results: dict[str, list[dict[str, float]]] = {r: [] for r in roots}
-    with tempfile.TemporaryDirectory() as tmp, running_tansu(Path(tmp) / "tansu.log") as bootstrap:
+    with tempfile.TemporaryDirectory() as tmp, running_kafka(Path(tmp) / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
         total = write_input(bootstrap, args.workload, args.seed)
         for round_ in range(args.rounds):
             for i, root in enumerate(roots):

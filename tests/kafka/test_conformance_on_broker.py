@@ -43,7 +43,7 @@ from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.serdes import serde_from
 from tests.conformance.harness import CaseGraph, check, run_case
 from tests.conformance.test_conformance import CASES
-from tests.tansu_helpers import FAST_CLIENT_CONFIG
+from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 pytestmark = pytest.mark.kafka
 

@@ -1,6 +1,6 @@
 """The same apps on the embedded cluster and on a real broker give identical results.
 
-Each scenario runs once on ``memory://`` and once on tansu; the test checks the result against the
+Each scenario runs once on ``memory://`` and once on Apache Kafka; the test checks the result against the
 expected values and that both runs agree record for record (per key: partition, values and timestamps
 in offset order).
 """
@@ -24,7 +24,7 @@ from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
 from tests.helpers import wait_for
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
+from tests.kafka_broker import FAST_CLIENT_CONFIG, running_kafka
 
 pytestmark = pytest.mark.kafka
 
@@ -418,7 +418,8 @@ def test_seed_order_example_on_a_broker_of_its_own(tmp_path) -> None:
     """Seed 000's example (fixed topic names, so a broker of its own) matches pandas, as on memory://."""
     from kstream_nb.examples import seed_orders
 
-    with running_tansu(tmp_path / "tansu.log") as bootstrap:
+    with running_kafka(tmp_path / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
         data = seed_orders.generate(seed=7, orders=1_500)
         # as seed_orders.produce_inputs, but from timestamp 1: librdkafka turns a timestamp of 0 into "now",
         # which would put that user after every order

@@ -17,7 +17,7 @@ import pytest
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.kafka import KafkaCluster, get_kafka_cluster
 from kstream_nb.cluster.records import TopicPartition
-from tests.tansu_helpers import FAST_CLIENT_CONFIG
+from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 pytestmark = pytest.mark.kafka
 

@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.tansu_helpers
 
 import kstream_nb as ks
-from tests.tansu_helpers import FAST_CLIENT_CONFIG
+from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 
 def word_count(source: str, sink: str) -> ks.Topology:

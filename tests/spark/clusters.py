@@ -1,4 +1,4 @@
-"""The clusters the spark parity tests run on (``memory://`` or a tansu broker), as the ``cluster`` fixture."""
+"""The clusters the spark parity tests run on (``memory://`` or the Kafka broker), as the ``cluster`` fixture."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import kstream_nb as ks
 
 
 class Cluster:
-    """Where a parity test runs (``memory://`` or the tansu broker): its address, client settings, names."""
+    """Where a parity test runs (``memory://`` or the Kafka broker): its address, client settings, names."""
 
     def __init__(self, kind: str, bootstrap: str, client_config: dict[str, Any]) -> None:
         self.kind = kind
@@ -26,7 +26,7 @@ class Cluster:
     def app(self, topology: ks.Topology, threads: int = 1) -> ks.KafkaStreams:
         """The live app of a parity test (on the broker: fast group joins, commits every 100 ms)."""
         config: dict[str, Any] = {"num_stream_threads": threads}
-        if self.kind == "tansu":
+        if self.kind == "kafka":
             config.update(client_config=self.client_config, commit_interval_ms=100, poll_ms=20)
         return ks.KafkaStreams(
             topology, application_id=self.name("live"), bootstrap_servers=self.bootstrap, **config

