@@ -43,12 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", default=str(DEFAULT_DATA_DIR), help=f"data, log and pid file (default {DEFAULT_DATA_DIR})"
     )
     kafka.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for it to answer (default 60)")
+    kafka.add_argument("--heap", default="1g", help="the broker's maximum Java heap at start (default 1g)")
     return parser
 
 
-def run_kafka(action: str, port: int, data_dir: str, timeout: float) -> int:
-    """``kstream-nb kafka ACTION``: prints what happened; exit code 1 with the reason when it failed."""
-    broker = LocalKafka(data_dir, port)
+def run_kafka(action: str, port: int, data_dir: str, timeout: float, heap: str = "1g") -> int:
+    """``kstream-nb kafka ACTION``: prints what happened; exit code 1 with the reason when it failed, 3 for
+    ``status`` when the broker is not running."""
+    broker = LocalKafka(data_dir, port, heap=heap)
     try:
         if action == "start":
             was_running = broker.status().running
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             clear=False if args.no_clear else None,
         )
     if args.command == "kafka":
-        return run_kafka(args.action, args.port, args.data_dir, args.timeout)
+        return run_kafka(args.action, args.port, args.data_dir, args.timeout, args.heap)
     parser.print_help()
     return 2
 

@@ -31,6 +31,11 @@ class BrokerUnavailableError(StreamsError):
     """The broker did not answer (down, restarting): nothing was lost, the caller retries later."""
 
 
+class AuthenticationError(StreamsError):
+    """The broker refused the client's credentials (SASL login, mechanism): retrying cannot help, the
+    client settings (``security.protocol``, ``sasl.*``) must change."""
+
+
 class TransactionError(StreamsError):
     """A transactional call failed: ``fatal`` (e.g. fenced by a newer producer with the same id),
     ``abortable`` (abort the transaction, then begin a new one) or ``retriable`` (call it again)."""

@@ -291,11 +291,16 @@ class KafkaCluster(Cluster):
     def _metadata(self, topic: str | None = None) -> Any:
         client = self.admin_client()
         client.poll(0)  # hands the client's queued log lines to Python logging
-        try:
-            return client.list_topics(topic=topic, timeout=self.timeout_s)
-        except KafkaException as e:
-            self._check_authentication(client)
-            raise StreamsError(f"cannot read metadata from {self.bootstrap_servers}: {e}") from e
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            # asked in slices of a second: a broker that refuses the credentials is reported at once
+            try:
+                return client.list_topics(topic=topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            except KafkaException as e:
+                self._check_authentication(client)
+                retriable = error_code(e) in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+                if not retriable or time.monotonic() >= deadline:
+                    raise StreamsError(f"cannot read metadata from {self.bootstrap_servers}: {e}") from e
 
     # ---- offsets ---------------------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from kstream_nb.cluster.base import Assignment, Consumer, GroupAssignor, RebalanceListener, Subscription
 from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition
-from kstream_nb.errors import BrokerUnavailableError, IllegalStateError, StreamsError
+from kstream_nb.errors import AuthenticationError, BrokerUnavailableError, IllegalStateError, StreamsError
 
 if TYPE_CHECKING:
     from kstream_nb.cluster.kafka import KafkaCluster
@@ -100,6 +100,19 @@ BROKER_UNAVAILABLE_ERRORS = frozenset(
     }
 )
 
+#: Errors that say the broker refused the client's credentials (wrong SASL password or mechanism):
+#: librdkafka reports them through ``error_cb`` and retries for ever; like Java's clients, kstream_nb
+#: fails instead of waiting for a broker that will never let it in.
+AUTHENTICATION_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+def authentication_error(bootstrap_servers: str, detail: str) -> AuthenticationError:
+    """The error a client raises when ``bootstrap_servers`` refused its credentials (``detail``: librdkafka's)."""
+    return AuthenticationError(
+        f"authentication with {bootstrap_servers} failed: {detail}; check security.protocol, sasl.mechanism, "
+        "sasl.username and sasl.password in client_config"
+    )
+
 
 @runtime_checkable
 class LocalGroupAssignor(Protocol):
@@ -125,6 +138,7 @@ class KafkaConsumer(Consumer):
         self.cluster = cluster
         self.group_id = group_id
         self._broker_error: str | None = None
+        self._auth_error: str | None = None
         conf = dict(config)
         if str(conf.get("group.protocol", "classic")).lower() != "classic":
             raise StreamsError(
@@ -341,6 +355,8 @@ class KafkaConsumer(Consumer):
                 # after a rebalance, what came before it belongs to the previous assignment (librdkafka
                 # already drops it within one consume call)
                 messages = more if self._rebalances != before else messages + more
+        if self._auth_error is not None:
+            raise authentication_error(self.cluster.bootstrap_servers, self._auth_error)
         return self._batches(messages)
 
     def _batches(self, messages: list[Any]) -> list[FetchedBatch]:
@@ -442,7 +458,9 @@ class KafkaConsumer(Consumer):
         return compacted
 
     def _on_client_error(self, err: KafkaError) -> None:
-        if err.code() in BROKER_UNAVAILABLE_ERRORS:
+        if err.code() in AUTHENTICATION_ERRORS:
+            self._auth_error = err.str()  # raised by the next poll()
+        elif err.code() in BROKER_UNAVAILABLE_ERRORS:
             self._broker_error = err.str()
         else:
             log.warning("%s: %s", self, err.str())

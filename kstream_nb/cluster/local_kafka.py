@@ -24,7 +24,8 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,22 +120,42 @@ def kafka_jars(version: str = KAFKA_VERSION, *, quiet: bool = True) -> Path:
             "(on Debian/Ubuntu: apt-get install -y maven)"
         )
     home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
-    shutil.rmtree(libs, ignore_errors=True)
-    if not quiet:
-        print(f"fetching Apache Kafka {version} from Maven Central into {libs} (once)", flush=True)
-    cmd = [mvn, "-B", "-q", "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={libs}"]
-    proc = subprocess.run(cmd, cwd=home, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise LocalKafkaError(
-            f"Maven could not fetch org.apache.kafka:kafka_2.13:{version} (is Maven Central reachable?); "
-            f"`{' '.join(cmd)}` in {home} said:\n{tail}"
-        )
-    if not (libs / f"kafka_2.13-{version}.jar").exists():
-        raise LocalKafkaError(f"Maven finished but {libs} has no kafka_2.13-{version}.jar")
-    done.write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
+    with _exclusive(home / ".lock"):  # another process (a test session, the CLI) may be fetching them
+        if done.exists():
+            return libs
+        (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+        shutil.rmtree(libs, ignore_errors=True)
+        if not quiet:
+            print(f"fetching Apache Kafka {version} from Maven Central into {libs} (once)", flush=True)
+        cmd = [mvn, "-B", "-q", "dependency:copy-dependencies", "-DincludeScope=runtime",
+               f"-DoutputDirectory={libs}"]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=home, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise LocalKafkaError(
+                f"Maven could not fetch org.apache.kafka:kafka_2.13:{version} (is Maven Central reachable?); "
+                f"`{' '.join(cmd)}` in {home} said:\n{tail}"
+            )
+        if not (libs / f"kafka_2.13-{version}.jar").exists():
+            raise LocalKafkaError(f"Maven finished but {libs} has no kafka_2.13-{version}.jar")
+        done.write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
     return libs
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` (a no-op where ``fcntl`` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def free_port() -> int:
@@ -165,6 +186,19 @@ def _pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def _runs_broker(pid: int, config: Path) -> bool:
+    """Whether process ``pid`` is the broker started with ``config``: after a reboot or a crash the pid in
+    a leftover pid file may belong to any other process, which ``status`` must not report and ``stop``
+    must not signal. Without ``/proc`` (macOS) the pid file is trusted."""
+    if not Path("/proc/self/cmdline").exists():
+        return True
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return "kafka.Kafka" in args and any(os.path.realpath(a) == os.path.realpath(config) for a in args if a)
 
 
 @dataclass
@@ -202,7 +236,7 @@ class LocalKafka:
         properties: Mapping[str, Any] | None = None,
         heap: str = "1g",
     ) -> None:
-        self.data_dir = Path(data_dir).expanduser()
+        self.data_dir = Path(data_dir).expanduser().absolute()
         self.port = port
         self.sasl_users = dict(sasl_users or {})
         self.properties = dict(properties or {})
@@ -275,11 +309,15 @@ class LocalKafka:
         except (OSError, ValueError):
             return None
 
+    def _alive(self, pid: object) -> bool:
+        """Whether ``pid`` (from the pid file) is this data dir's broker, still running."""
+        return isinstance(pid, int) and _pid_alive(pid) and _runs_broker(pid, self.data_dir / "server.properties")
+
     def status(self) -> BrokerStatus:
         """Whether the broker of ``data_dir`` runs (by its recorded process id), and on which port."""
         rec = self._recorded()
         pid = rec.get("pid") if rec else None
-        running = isinstance(pid, int) and _pid_alive(pid)
+        running = self._alive(pid)
         port = rec.get("port", self.port) if rec and running else self.port
         return BrokerStatus(running, f"127.0.0.1:{port}", pid if running else None, self.data_dir, self.log_path)
 
@@ -392,7 +430,7 @@ class LocalKafka:
     def _signal(self, sig: signal.Signals, timeout: float) -> bool:
         rec = self._recorded()
         pid = rec.get("pid") if rec else None
-        if not isinstance(pid, int) or not _pid_alive(pid):
+        if not isinstance(pid, int) or not self._alive(pid):
             self._pid_file.unlink(missing_ok=True)
             return False
         os.kill(pid, sig)

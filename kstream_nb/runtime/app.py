@@ -197,7 +197,9 @@ class KafkaStreams:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> KafkaStreams:
-        """Starts the stream threads and returns at once; the app goes REBALANCING, then RUNNING."""
+        """Starts the stream threads and returns at once; the app goes REBALANCING, then RUNNING.
+
+        Raises ``AuthenticationError`` when the broker refuses the credentials in ``client_config``."""
         with self._lock:
             if self._state != State.CREATED:
                 raise IllegalStateError(
@@ -221,11 +223,16 @@ class KafkaStreams:
     def _wait_for_broker(self) -> None:
         """Retries the connection with exponential backoff (0.2 s doubling to 5 s), then starts the threads."""
         backoff = 0.2
-        while not self._stopping.wait(backoff):
-            self.broker_retries += 1
-            if self.cluster.reachable(1.0):
-                break
-            backoff = min(backoff * 2, 5.0)
+        try:
+            while not self._stopping.wait(backoff):
+                self.broker_retries += 1
+                if self.cluster.reachable(1.0):
+                    break
+                backoff = min(backoff * 2, 5.0)
+        except StreamsError as e:  # the broker refused the credentials (AuthenticationError): waiting cannot help
+            self.status = None
+            self._fail(e)
+            return
         with self._lock:
             if self._stopping.is_set() or self._state != State.REBALANCING:
                 return
