@@ -69,6 +69,16 @@ log = logging.getLogger("kstream_nb.kafka")
 #: librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks the partition
 _UNASSIGNED = -1
 
+#: ListOffsets answers while a new topic's leader is being elected or a leader moves (librdkafka does not
+#: flag them retriable in admin results)
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
 #: Settings librdkafka only knows for consumers (prefixes end with a dot).
 CONSUMER_ONLY = (
     "group.",
@@ -324,7 +334,8 @@ class KafkaCluster(Cluster):
                     out[tp] = int(future.result().offset)
                 except KafkaException as e:
                     err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                    if err is not None and err.retriable() and time.monotonic() < deadline:
+                    retriable = err is not None and (err.retriable() or err.code() in _LEADER_MOVING)
+                    if retriable and time.monotonic() < deadline:
                         pending.append(tp)
                         continue
                     raise StreamsError(f"cannot list offsets of {tp} on {self.bootstrap_servers}: {e}") from e
