@@ -32,18 +32,6 @@ topics otherwise.
 
 ``poll`` returns ``FetchedBatch``es of raw columns, grouped per partition in fetch order. Rebalance
 callbacks run inside ``poll`` on the consumer's thread, as with the embedded cluster.
-
-Offset gaps
------------
-
-A record whose offset lies more than one past the next one expected in its partition is read again once
-before it is taken: the consumer seeks back to the expected offset. Kafka leaves gaps for good (aborted
-records under read_committed, adjacent transaction markers): the same record comes back first and is
-taken. A broker that hands out a batch while an earlier one of the same partition is still being written
-(tansu 0.6 does, with several producers on one partition) would otherwise make the consumer step over
-that batch for good; read again, it is there. A gap of one offset is taken at once: it is what each
-commit's marker leaves in every partition written under exactly-once, and reading each again would cost a
-fetch per partition and commit. Compacted topics, full of gaps, are not checked.
 """
 
 from __future__ import annotations
@@ -187,9 +175,6 @@ class KafkaConsumer(Consumer):
         self._pending_seeks: dict[TopicPartition, int] = {}
         self._rebalances = 0
         self._lost = False
-        #: per partition, the offset gap (expected, found) being read again
-        self._gaps: dict[TopicPartition, tuple[int, int]] = {}
-        self._compacted: dict[str, bool] = {}
 
     def __repr__(self) -> str:
         return f"KafkaConsumer({self.cluster.bootstrap_servers!r}, group={self.group_id!r})"
@@ -391,13 +376,6 @@ class KafkaConsumer(Consumer):
             tp = TopicPartition(topic, partition)
             if tp not in assigned or tp in self._idle:
                 continue
-            cut = self._gap_to_read_again(tp, offsets)
-            if cut is not None:  # sought back: what follows the gap comes again
-                eof.pop(tp, None)
-                if cut == 0:
-                    continue
-                offsets, keys, values = offsets[:cut], keys[:cut], values[:cut]
-                timestamps, headers = timestamps[:cut], headers[:cut]
             positions[tp] = max(offsets[-1] + 1, eof.pop(tp, 0))
             out.append(
                 FetchedBatch(
@@ -412,50 +390,6 @@ class KafkaConsumer(Consumer):
             if tp in assigned:
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
         return out
-
-    def _gap_to_read_again(self, tp: TopicPartition, offsets: list[int]) -> int | None:
-        """The index in ``offsets`` (fetched from ``tp`` in one poll) of the first record past a gap to read
-        again, having sought back to the gap; None when there is none (see the module docstring)."""
-        expected = self._positions.get(tp)
-        first = offsets[0]
-        if self._gaps and first == expected:
-            self._gap_filled(tp, first)
-        nxt = first if expected is None else min(first, expected)
-        if nxt == first and offsets[-1] - first == len(offsets) - 1:
-            return None  # no gap: the usual case, told without looking at each offset
-        for i, offset in enumerate(offsets):
-            if offset > nxt + 1 and self._read_gap_again(tp, nxt, offset):
-                return i
-            nxt = offset + 1
-        return None
-
-    def _read_gap_again(self, tp: TopicPartition, expected: int, found: int) -> bool:
-        """Whether to seek ``tp`` back over the gap [expected, found) and read it again; a gap found again
-        at once is Kafka's and taken."""
-        if self._gaps.pop(tp, None) == (expected, found):
-            return False
-        if self._is_compacted(tp.topic):
-            return False
-        self._gaps[tp] = (expected, found)
-        log.debug("%s: reading %s again from offset %d (the next record came at %d)", self, tp, expected, found)
-        self.seek(tp, expected)
-        return True
-
-    def _gap_filled(self, tp: TopicPartition, offset: int) -> None:
-        gap = self._gaps.pop(tp, None)
-        if gap is not None and gap[0] == offset:
-            log.warning(
-                "%s: the broker returned %s from offset %d before offsets %d..%d, which it had not yet made "
-                "readable; read again, they are there",
-                self, tp, gap[1], gap[0], gap[1] - 1,
-            )  # fmt: skip
-
-    def _is_compacted(self, topic: str) -> bool:
-        compacted = self._compacted.get(topic)
-        if compacted is None:
-            policy = self.cluster.admin().topic_config(topic).get("cleanup.policy", "delete")
-            compacted = self._compacted[topic] = "compact" in policy
-        return compacted
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.code() in AUTHENTICATION_ERRORS:

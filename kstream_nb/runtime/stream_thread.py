@@ -44,19 +44,18 @@ def wall_clock_ms() -> int:
 
 class ProducerCollector:
     """Sends a thread's output through its producer: record by record when the producer takes them so
-    (Kafka: librdkafka copies and batches), else, or with ``hold``, the records since the last ``flush``.
+    (Kafka: librdkafka copies and batches; under exactly-once each goes into the open transaction), else
+    the records since the last ``flush`` (the embedded cluster).
 
     Caches the partition counts of output topics.
     """
 
-    def __init__(self, producer: Producer, admin: Admin, hold: bool = False) -> None:
+    def __init__(self, producer: Producer, admin: Admin) -> None:
         self.producer = producer
         self.admin = admin
         self._counts: dict[str, int] = {}
         self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
-        #: exactly-once on Kafka: every record waits for ``flush`` (see ``StreamThread._commit_transaction``)
-        self.hold = hold
-        direct = None if hold else producer.sender()
+        direct = producer.sender()
         #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
         self.copies_on_send = direct is not None
         if direct is not None:
@@ -91,9 +90,6 @@ class ProducerCollector:
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         if self.admin.partition_count(topic) is None:
             self.admin.create_topics([_spec(topic)], exist_ok=True)
-        if self.hold:  # held like any other record until the transaction's commit
-            self._pending.setdefault(topic, []).extend(batch.serialized(topic, partition))
-            return
         self.flush()
         self.producer.send_columnar(topic, batch, partition)
 
@@ -188,8 +184,7 @@ class StreamThread(threading.Thread):
             producer_config.setdefault("message.timeout.ms", 0)
         self.producer = cluster.producer(producer_config)
         self.producer.on_queue_full = self._queue_full
-        # exactly-once sends a transaction's records last, right before its commit (see _commit_transaction)
-        self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
+        self.collector = ProducerCollector(self.producer, self.admin)
         self.tasks: dict[str, StreamTask] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._shutdown = threading.Event()
@@ -662,17 +657,12 @@ class StreamThread(threading.Thread):
     def _commit_transaction(
         self, offsets: dict[TopicPartition, int], metadata: dict[TopicPartition, str] | None = None
     ) -> None:
-        """exactly_once_v2 on Kafka: the iteration's outputs and changelog writes, and the consumed offsets,
-        in one transaction. A failure propagates (the thread dies and ``_close`` aborts the transaction).
-
-        The offsets go first and the records last, right before the commit: the records reach the broker
-        as late as possible, which keeps short the time in which a crash leaves a transaction open with
-        records in it (a broker that does not abort such a transaction when the restarted producer fences
-        it, as tansu 0.6 does, would make those records visible without their offsets)."""
+        """exactly_once_v2 on Kafka: the outputs and changelog writes since the last commit (handed to the
+        producer as they were produced), and the consumed offsets, in one transaction. A failure propagates
+        (the thread dies and ``_close`` aborts the transaction)."""
         if not self._committing:  # a retried commit only calls commit_transaction again
             if offsets:
                 self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, self._COMMIT_TIMEOUT_S)
-            self.collector.flush()  # (begins the transaction at the first record when no offsets did)
             self._committing = True
         self.producer.commit_transaction(self._COMMIT_TIMEOUT_S)
         self._committing = False
@@ -698,7 +688,9 @@ class StreamThread(threading.Thread):
         corrupted = list(self.tasks.items())
         for _, task in corrupted:
             self._close_task(task, clean=False)
-        self.collector.abort()  # what closing the stores wrote (caches, held changes) is the aborted one's
+        # what closing the stores wrote (caches, held changes) belongs to the aborted transaction
+        self.collector.abort()
+        self.producer.abort_transaction()
         for task_id, task in corrupted:
             tps = list(task.queues)
             del self.tasks[task_id]

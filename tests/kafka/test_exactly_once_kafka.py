@@ -1,31 +1,23 @@
-"""Fault test on a real broker (tansu): word count with two app instances in separate processes, one of
-them killed with SIGKILL at random moments and restarted, three times.
+"""Fault tests on Apache Kafka: word count with two app instances in separate processes, one of them
+killed with SIGKILL at random moments (inside a transaction's commit too) and restarted, three times.
 
 Under ``exactly_once_v2`` the output topic and the changelog, read with read_committed, hold exactly one
 update per word occurrence and the exact final counts: no loss, no duplicate. The counts live in RocksDB
 there, each instance with its own state directory: a killed instance finds no checkpoint and must wipe
 the store (it may hold writes of the aborted transaction) before restoring it. Under ``at_least_once``
-(in-memory stores) nothing is lost; the test prints how many duplicate updates it saw.
+(in-memory stores) nothing is lost; the test prints how many duplicate updates it saw. A third run counts
+words per 10 s window of event time with final results only (``suppress``): under ``exactly_once_v2`` each
+window's count arrives once and exact.
+
+Random kills rarely land in the few milliseconds between two steps of a commit, so two more runs crash an
+instance at a chosen point of its commit (``wordcount_instance.py``'s CRASH): with the transaction open and
+everything sent (Kafka aborts it when the restarted producer registers its transactional id again), and
+right after the broker confirmed it (the consumed offsets must have been committed in it).
 
 Each instance is ``wordcount_instance.py``. ``KSTREAM_FAULT_N`` overrides the number of sentences,
-``KSTREAM_FAULT_KILLS`` the number of kills. A third run counts words per 10 s window of event time with
-final results only (``suppress``): under ``exactly_once_v2`` each window's count arrives once and exact.
-
-A broker deviation shapes the exactly-once run: when a restarted producer registers its transactional id
-again (``init_transactions``), Kafka aborts the transaction its killed predecessor left open; tansu 0.6.0
-instead makes that transaction's records visible while dropping its offsets (checked by
-``test_tansu_commits_a_fenced_open_transaction`` below). A kill that lands while records of a transaction
-are on their way, before the commit returned, would then duplicate them on tansu only. So the exactly-once run
-freezes the victim (SIGSTOP) at its random moment, and if one of its stream threads is inside such a commit
-(a flag the instance keeps in a file) lets it go on for a few milliseconds and freezes it again before the
-SIGKILL; the test reports how often that happened. The at-least-once run kills without looking.
-
-A second deviation decides when to kill: tansu commits a transaction's consumer offsets to the group only
-once no open transaction that wrote to the same partitions remains (``test_tansu_defers_transactional_offsets``),
-and both instances write every repartition partition, so the group's committed offsets can stand still while
-the app works. Each kill waits until the split has written a random share of the words instead.
-If the instances stop making progress, the failure shows the offsets per partition and each instance's
-thread stacks and tasks.
+``KSTREAM_FAULT_KILLS`` the number of kills. Kills are placed by what the split has written to the
+repartition topic, a random share of the words each. If the instances stop making progress, the failure
+shows the offsets per partition and each instance's thread stacks and tasks.
 """
 
 from __future__ import annotations
@@ -73,21 +65,21 @@ def sentences(n: int) -> list[str]:
 class Instance:
     """One app instance process; its output goes to ``log`` (appended across restarts)."""
 
-    def __init__(self, args: list[str], log: Path, commit_flag: Path | None = None) -> None:
-        self.args = [*args, str(commit_flag)] if commit_flag is not None else args
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args = args
         self.log = log
-        self.commit_flag = commit_flag
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
-        self.deferred = 0
 
-    def start(self) -> None:
+    def start(self, crash: str | None = None) -> None:
+        """Starts the process; ``crash`` (``before-commit:N``, ``after-commit:N``) makes it end at that point."""
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, str(RUNNER), *self.args], stdout=out, stderr=subprocess.STDOUT, env=env
-            )
+                [sys.executable, str(RUNNER), *self.args, *([crash] if crash else [])],
+                stdout=out, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
         self.starts += 1
 
     def running_count(self) -> int:
@@ -104,17 +96,21 @@ class Instance:
             time.sleep(0.05)
 
     def kill(self) -> None:
-        """SIGKILL; with a commit flag, never while the instance is inside a transaction commit."""
+        """SIGKILL, wherever the instance is."""
         assert self.process is not None
-        while self.commit_flag is not None:
-            self.process.send_signal(signal.SIGSTOP)
-            if self.commit_flag.read_bytes()[:1] != b"\x01":
-                break
-            self.process.send_signal(signal.SIGCONT)
-            self.deferred += 1
-            time.sleep(random.uniform(0.001, 0.005))
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
+
+    def wait_crashed(self, timeout: float = 120.0) -> None:
+        """Waits until the instance ended at its crash point (``start(crash=...)``)."""
+        assert self.process is not None
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"the instance did not reach its crash point in {timeout}s:\n{self.log.read_text()[-3000:]}"
+            )
+        assert "CRASH " in self.log.read_text(errors="replace"), self.log.read_text()[-3000:]
 
     def dump_stacks(self) -> None:
         """Has a running instance write every thread's stack and state to its log (SIGUSR1, see the runner)."""
@@ -177,13 +173,14 @@ def run_with_kills(
     tmp_path: Path,
     seed: int,
     dsl_store: str,
-    avoid_commits: bool = False,
     topology: str = "wordcount",
+    crashes: tuple[str, ...] = (),
     n: int = N,
     at_end: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:
     """Runs two instances of ``topology`` over ``n`` sentences (record i at event time start + i ms), killing
-    one; ``at_end(sink, start)`` runs once every input record is committed, before the instances stop."""
+    one at random moments, or, with ``crashes``, making it crash at each of those commit points in turn;
+    ``at_end(sink, start)`` runs once every input record is committed, before the instances stop."""
     suffix = f"{guarantee.replace('_', '')}-{os.urandom(4).hex()}"
     source, sink, app_id = f"fault-in-{suffix}", f"fault-out-{suffix}", f"fault-wc-{suffix}"
     data = sentences(n)
@@ -194,8 +191,7 @@ def run_with_kills(
     connect(bootstrap).admin().create_topics([TopicSpec(sink, PARTITIONS)], exist_ok=True)
     produced_s = time.monotonic() - t0
     args = [bootstrap, app_id, source, sink, guarantee]
-    a = Instance([*args, str(tmp_path / "state-a"), dsl_store, topology], tmp_path / "a.log",
-                 tmp_path / "a.flag" if avoid_commits else None)  # fmt: skip
+    a = Instance([*args, str(tmp_path / "state-a"), dsl_store, topology], tmp_path / "a.log")
     b = Instance([*args, str(tmp_path / "state-b"), dsl_store, topology], tmp_path / "b.log")
     rng = random.Random(seed)
     admin = connect(bootstrap).admin()
@@ -204,19 +200,25 @@ def run_with_kills(
     kill_written: list[int] = []
     try:
         t1 = time.monotonic()
-        a.start()
+        a.start(crashes[0] if crashes else None)
         b.start()
         a.wait_running(1)
         b.wait_running(1)
-        # each kill once the split has written a random share of the words (not at a random time: processing
-        # speed varies from machine to machine, and a fast run consumed the input before a timed first kill).
-        # Not the group's committed offsets: tansu commits them late (test_tansu_defers_transactional_offsets)
         client = AdminClient({"bootstrap.servers": bootstrap})
 
         def report() -> str:
             return stall_report(admin, app_id, [source, repartition], [a, b])
 
-        for k, share in enumerate(sorted(rng.uniform(0.05, 0.7) for _ in range(KILLS))):
+        for k in range(len(crashes)):
+            a.wait_crashed()
+            done, total = progress(admin, app_id, [source, repartition])
+            kill_progress.append(f"{done}/{total}")
+            kill_written.append(written(client, repartition))
+            a.start(crashes[k + 1] if k + 1 < len(crashes) else None)
+            a.wait_running(k + 2)
+        # each kill once the split has written a random share of the words (not at a random time: processing
+        # speed varies from machine to machine, and a fast run consumed the input before a timed first kill)
+        for k, share in enumerate(sorted(rng.uniform(0.05, 0.7) for _ in range(0 if crashes else KILLS))):
             wait_until_written(client, repartition, share * words, report)
             time.sleep(rng.uniform(0, 0.3))
             # both sub-topologies: the split reads the sentences fast, the counting follows behind
@@ -252,8 +254,7 @@ def run_with_kills(
     timings = f"produce {produced_s:.1f}s, kills {kills_s:.1f}s, processing {processed_s:.1f}s"
     print(
         f"\n{guarantee} {topology}: N={n} seed={seed} input consumed at kills: {kill_progress} "
-        f"(words written {kill_written} of {words}); {timings}; "
-        f"kills deferred out of a commit: {a.deferred}"
+        f"(words written {kill_written} of {words}); {timings}"
     )
     mid = [p for p in kill_progress if int(p.split("/")[0]) < int(p.split("/")[1])]
     assert mid, f"no kill landed while the input was being processed ({kill_progress}): raise N"
@@ -345,9 +346,22 @@ def lost_words(data: list[str], start: int, repartitioned: Any, topics: tuple[st
 
 @pytest.mark.timeout(600)
 def test_exactly_once_v2_survives_sigkill(kafka_bootstrap: str, tmp_path: Path) -> None:
-    r = run_with_kills(
-        kafka_bootstrap, "exactly_once_v2", tmp_path, random.randrange(1 << 30), "rocksdb", avoid_commits=True
-    )
+    r = run_with_kills(kafka_bootstrap, "exactly_once_v2", tmp_path, random.randrange(1 << 30), "rocksdb")
+    assert_exactly_once(r)
+
+
+@pytest.mark.timeout(600)
+def test_exactly_once_v2_survives_crashes_inside_a_commit(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A crash with the transaction open and everything sent (Kafka aborts it when the restarted instance
+    fences the old producer), then one right after the broker confirmed the commit (the consumed offsets
+    went with it: committed outside the transaction, they would be lost and the records counted twice)."""
+    crashes = ("before-commit:6", "after-commit:6", "before-commit:3")
+    r = run_with_kills(kafka_bootstrap, "exactly_once_v2", tmp_path, 0, "rocksdb", crashes=crashes, n=N // 2)
+    assert_exactly_once(r)
+
+
+def assert_exactly_once(r: dict[str, Any]) -> None:
+    """Exact final counts in the changelog and the output, and one output update per word occurrence."""
     expected = r["expected"]
     duplicates = sum(r["updates"].values()) - sum(expected.values())
     print(f"exactly_once_v2: {duplicates} duplicate updates in the output topic; {r['wipes']} stores wiped")
@@ -426,18 +440,17 @@ def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: s
 
     r = run_with_kills(
         kafka_bootstrap, "exactly_once_v2", tmp_path, random.randrange(1 << 30), "in_memory",
-        avoid_commits=True, topology="window", n=n, at_end=close_every_window,
+        topology="window", n=n, at_end=close_every_window,
     )  # fmt: skip
     out = r["out"]
     assert not out["key"].duplicated().any(), "a final window count was emitted twice"
     assert dict(zip(out["key"], out["value"], strict=True)) == expected_final_windows(r["data"], r["start"])
 
 
-def test_tansu_commits_a_fenced_open_transaction(kafka_bootstrap: str) -> None:
-    """The broker deviation the exactly-once fault test works around (see the module docstring): records of
-    an open transaction become visible to read_committed when a new producer registers the same
-    transactional id (Kafka aborts the transaction). If this starts failing, tansu was fixed: drop the
-    commit flag from the fault test."""
+def test_kafka_aborts_a_fenced_open_transaction(kafka_bootstrap: str) -> None:
+    """What exactly-once relies on when an instance dies inside a transaction: when a new producer registers
+    the same transactional id, the broker aborts the transaction the old one left open, and read_committed
+    never sees its records."""
     topic = f"fenced-{os.urandom(4).hex()}"
     connect(kafka_bootstrap).admin().create_topics([TopicSpec(topic, 1)])
     txn_id = f"fenced-{os.urandom(4).hex()}"
@@ -446,20 +459,24 @@ def test_tansu_commits_a_fenced_open_transaction(kafka_bootstrap: str) -> None:
     zombie.begin_transaction()
     zombie.produce(topic, b"left open")
     zombie.flush(30)
-    Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": txn_id}).init_transactions(30)
+    successor = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": txn_id})
+    successor.init_transactions(30)
+    successor.begin_transaction()
+    successor.produce(topic, b"committed")
+    successor.commit_transaction(30)
     seen = ks.read_topic(topic, bootstrap_servers=kafka_bootstrap, value_serde="bytes")
-    assert seen["value"].tolist() == [b"left open"]  # Kafka: [] (the fenced transaction is aborted)
+    assert seen["value"].tolist() == [b"committed"]
+    everything = ks.read_topic(
+        topic, bootstrap_servers=kafka_bootstrap, value_serde="bytes", isolation_level="read_uncommitted"
+    )
+    assert everything["value"].tolist() == [b"left open", b"committed"]  # aborted, not dropped
 
 
-def test_tansu_defers_transactional_offsets(kafka_bootstrap: str) -> None:
-    """A second broker deviation: tansu commits the consumer offsets of a committed transaction to the group
-    only once no open transaction that wrote to the same partitions remains (Kafka commits them with the
-    transaction). Two instances that both write every repartition partition keep such transactions open
-    most of the time, so the group's committed offsets stand still for seconds while the app goes on: the
-    fault test places its kills by what the app has written, not by the group's offsets. If this starts
-    failing, tansu was fixed."""
+def test_kafka_commits_transactional_offsets_with_the_transaction(kafka_bootstrap: str) -> None:
+    """The consumed offsets sent to a transaction are the group's committed offsets as soon as the
+    transaction commits, whatever other transactions on the same partitions are still open."""
     suffix = os.urandom(4).hex()
-    out, source, group = f"deferred-out-{suffix}", f"deferred-in-{suffix}", f"deferred-{suffix}"
+    out, source, group = f"offsets-out-{suffix}", f"offsets-in-{suffix}", f"offsets-{suffix}"
     connect(kafka_bootstrap).admin().create_topics([TopicSpec(out, 1), TopicSpec(source, 1)])
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
     first, second = (
@@ -473,10 +490,7 @@ def test_tansu_defers_transactional_offsets(kafka_bootstrap: str) -> None:
         producer.flush(30)
     second.send_offsets_to_transaction([CKTopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
     second.commit_transaction(30)
-
-    def committed() -> int:
-        return consumer.committed([CKTopicPartition(source, 0)], timeout=30)[0].offset
-
-    assert committed() < 0  # Kafka: 10 (the transaction that carried the offset is committed)
-    first.commit_transaction(30)
-    assert committed() == 10
+    committed = consumer.committed([CKTopicPartition(source, 0)], timeout=30)[0].offset
+    first.abort_transaction(30)
+    consumer.close()
+    assert committed == 10

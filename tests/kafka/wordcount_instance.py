@@ -1,7 +1,7 @@
 """One word-count app instance against a Kafka broker, in its own process, until it is killed.
 
     python wordcount_instance.py BOOTSTRAP APPLICATION_ID INPUT OUTPUT GUARANTEE STATE_DIR DSL_STORE TOPOLOGY
-        [COMMIT_FLAG]
+        [CRASH]
 
 ``TOPOLOGY``: ``wordcount`` (every count update) or ``window`` (final counts per word and 10 s window of
 event time, through ``suppress(until_window_closes())``; the grace outlasts the input's time span).
@@ -12,16 +12,15 @@ at random moments. Prints ``STATE <new>`` on every state change (flushed at once
 thread's stack and where each stream thread stands.
 A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
 
-``COMMIT_FLAG``: a file whose first byte is 1 while a stream thread is inside an exactly-once commit (from
-before its first record is handed to the producer until the broker confirmed the commit). The test freezes
-the process (SIGSTOP) and reads it to tell a kill that lands inside a commit (see the test's docstring).
+``CRASH``: ``before-commit:N`` or ``after-commit:N`` ends the process (``os._exit``, as a SIGKILL would)
+at its N-th transaction commit that carries consumed offsets: right before the producer asks the broker to
+commit (the transaction is open, its records and offsets sent), or right after the broker confirmed it.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import logging
-import mmap
 import os
 import signal
 import sys
@@ -29,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.tansu_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.kafka_broker
 
 import kstream_nb as ks
 from tests.kafka_broker import FAST_CLIENT_CONFIG
@@ -67,29 +66,34 @@ def final_window_counts(source: str, sink: str) -> ks.Topology:
 TOPOLOGIES = {"wordcount": word_count, "window": final_window_counts}
 
 
-def publish_commit_phase(path: str) -> None:
-    """Keeps byte 0 of ``path`` at 1 while any stream thread commits a transaction."""
+def crash_at(spec: str) -> None:
+    """Makes the process end (exit code 9, no cleanup) at the commit ``spec`` names (see the docstring)."""
     from kstream_nb.runtime.stream_thread import StreamThread
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.ftruncate(fd, 1)
-    flag = mmap.mmap(fd, 1)
+    where, _, nth = spec.partition(":")
+    if where not in ("before-commit", "after-commit"):
+        raise SystemExit(f"unknown crash point {spec!r}")
+    left = [int(nth)]
     lock = threading.Lock()
-    inside = [0]
     commit = StreamThread._commit_transaction
 
-    def flagged_commit(self: Any, *args: Any) -> None:
-        with lock:
-            inside[0] += 1
-            flag[0] = 1
-        try:
-            commit(self, *args)
-        finally:
-            with lock:
-                inside[0] -= 1
-                flag[0] = 1 if inside[0] else 0
+    def exit_now(*_: Any) -> None:
+        print(f"CRASH {spec}", flush=True)
+        os._exit(9)
 
-    StreamThread._commit_transaction = flagged_commit  # type: ignore[method-assign]
+    def crashing_commit(self: Any, offsets: Any, *args: Any) -> None:
+        now = False
+        if offsets:
+            with lock:
+                left[0] -= 1
+                now = left[0] == 0
+            if now and where == "before-commit":
+                self.producer.commit_transaction = exit_now  # the transaction stays open
+        commit(self, offsets, *args)
+        if now:
+            exit_now()
+
+    StreamThread._commit_transaction = crashing_commit  # type: ignore[method-assign]
 
 
 def print_threads(app: ks.KafkaStreams) -> None:
@@ -113,7 +117,7 @@ def print_threads(app: ks.KafkaStreams) -> None:
 def main(argv: list[str]) -> int:
     bootstrap, application_id, source, sink, guarantee, state_dir, dsl_store, topology = argv[:8]
     if len(argv) > 8:
-        publish_commit_phase(argv[8])
+        crash_at(argv[8])
     app = ks.KafkaStreams(
         TOPOLOGIES[topology](source, sink),
         application_id=application_id,
