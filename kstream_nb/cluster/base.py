@@ -111,6 +111,13 @@ class Admin(ABC):
     @abstractmethod
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int]:
+        """Per partition, the earliest offset whose record timestamp is >= ``time_ms`` (the end offset
+        when there is none): every record before it is older."""
+        raise NotImplementedError(f"{type(self).__name__} cannot look offsets up by time")
+
     def create_partitions(self, name: str, new_total: int) -> None:
         """Grows a topic to ``new_total`` partitions (Kafka never shrinks a topic)."""
         raise NotImplementedError(f"{type(self).__name__} cannot add partitions")

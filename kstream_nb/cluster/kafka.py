@@ -479,6 +479,15 @@ class KafkaAdmin(Admin):
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self.cluster.beginning_offsets(self._checked(partitions))
 
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int]:
+        """From the brokers' time indexes (ListOffsets by timestamp); the end offset where none is that new."""
+        tps = self._checked(partitions)
+        found = self.cluster._listed_offsets(tps, OffsetSpec.for_timestamp(int(time_ms)))
+        missing = [tp for tp, offset in found.items() if offset < 0]
+        return {**found, **self.cluster.end_offsets(missing)} if missing else found
+
     def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """The committed offsets of a consumer group (empty when it has none)."""
         from confluent_kafka import ConsumerGroupTopicPartitions

@@ -37,6 +37,7 @@ callbacks run inside ``poll`` on the consumer's thread, as with the embedded clu
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -88,17 +89,21 @@ BROKER_UNAVAILABLE_ERRORS = frozenset(
     }
 )
 
-#: Errors that say the broker refused the client's credentials (wrong SASL password or mechanism):
-#: librdkafka reports them through ``error_cb`` and retries for ever; like Java's clients, kstream_nb
-#: fails instead of waiting for a broker that will never let it in.
-AUTHENTICATION_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+#: Errors that say the broker refused the client's credentials (wrong SASL password or mechanism) or the
+#: TLS handshake failed (``_SSL``: the broker's certificate is not trusted, no ``ssl.ca.location``; a
+#: broker that goes away mid-handshake is ``_TRANSPORT`` instead). librdkafka reports them through
+#: ``error_cb`` and retries for ever; like Java's clients, kstream_nb fails instead of waiting for a broker
+#: that will never let it in.
+AUTHENTICATION_ERRORS = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
+)
 
 
 def authentication_error(bootstrap_servers: str, detail: str) -> AuthenticationError:
     """The error a client raises when ``bootstrap_servers`` refused its credentials (``detail``: librdkafka's)."""
     return AuthenticationError(
-        f"authentication with {bootstrap_servers} failed: {detail}; check security.protocol, sasl.mechanism, "
-        "sasl.username and sasl.password in client_config"
+        f"authentication with {bootstrap_servers} failed: {detail}; check security.protocol, and sasl.mechanism, "
+        "sasl.username and sasl.password (SASL) or ssl.ca.location (TLS) in client_config"
     )
 
 
@@ -175,6 +180,9 @@ class KafkaConsumer(Consumer):
         self._pending_seeks: dict[TopicPartition, int] = {}
         self._rebalances = 0
         self._lost = False
+        #: how long a synchronous ``commit`` waits for the group coordinator
+        self.commit_timeout_s = 5.0
+        self._commit_call: _CommitCall | None = None
 
     def __repr__(self) -> str:
         return f"KafkaConsumer({self.cluster.bootstrap_servers!r}, group={self.group_id!r})"
@@ -524,7 +532,7 @@ class KafkaConsumer(Consumer):
             if asynchronous:
                 self._consumer.commit(offsets=checked, asynchronous=True)
                 return
-            result = self._consumer.commit(offsets=checked, asynchronous=False)
+            result = self._commit_within(checked, offsets)
         except KafkaException as e:
             code = e.args[0].code() if e.args and isinstance(e.args[0], KafkaError) else None
             if code in REBALANCE_ERRORS:
@@ -548,6 +556,29 @@ class KafkaConsumer(Consumer):
                 raise StreamsError(
                     f"cannot commit offset for {tp_result.topic}-{tp_result.partition}: {err.str()}"
                 )
+
+    def _commit_within(self, checked: list[Any], offsets: Mapping[TopicPartition, int]) -> Any:
+        """librdkafka's synchronous commit, bounded by ``commit_timeout_s``: with the group coordinator gone
+        the call waits for it, holding the stream thread. It runs on a helper thread instead; one still
+        waiting raises ``BrokerUnavailableError`` (the call goes on; the next commit carries newer offsets)."""
+        earlier = self._commit_call
+        if earlier is not None and earlier.is_alive():
+            earlier.join(self.commit_timeout_s)
+            if earlier.is_alive():
+                raise BrokerUnavailableError(f"cannot commit offsets {dict(offsets)} now: an earlier commit waits")
+        call = _CommitCall(self._consumer, checked, f"{self}-commit")
+        self._commit_call = call
+        call.start()
+        call.join(self.commit_timeout_s)
+        if call.is_alive():
+            raise BrokerUnavailableError(
+                f"cannot commit offsets {dict(offsets)} now: no answer within {self.commit_timeout_s}s "
+                "(the group coordinator is unreachable)"
+            )
+        self._commit_call = None
+        if call.error is not None:
+            raise call.error
+        return call.result
 
     def _committed(self, tps: list[TopicPartition]) -> list[Any]:
         if not tps:
@@ -602,6 +633,25 @@ class KafkaConsumer(Consumer):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _CommitCall(threading.Thread):
+    """One synchronous offset commit on a helper thread (see ``KafkaConsumer._commit_within``)."""
+
+    def __init__(self, consumer: CKConsumer, offsets: list[Any], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._consumer = consumer
+        self._offsets = offsets
+        self.result: Any = None
+        self.error: KafkaException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._consumer.commit(offsets=self._offsets, asynchronous=False)
+        except KafkaException as e:
+            self.error = e
+        except RuntimeError as e:  # the consumer was closed meanwhile
+            self.error = KafkaException(KafkaError(KafkaError._DESTROY, str(e)))
 
 
 def with_metadata(tp: TopicPartition, offset: int, metadata: Mapping[TopicPartition, str] | None) -> Any:

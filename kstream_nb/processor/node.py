@@ -46,8 +46,6 @@ class TaskHandle(Protocol):
     stream_time: int
     #: the producer copies what is sent at once (Kafka): serialized bytes are not kept, need not be compact
     copies_on_send: bool
-    #: processing_guarantee is exactly_once_v2: stores are restored to exactly what the committed input made
-    exactly_once: bool
 
     def get_store(self, name: str) -> StateStore: ...
 
@@ -188,11 +186,6 @@ class NodeContext(ProcessorContext):
     @property
     def headers(self) -> Headers:
         return self._task.current_headers
-
-    @property
-    def exactly_once(self) -> bool:
-        """Whether the app runs exactly_once_v2 (restored stores then match the committed input exactly)."""
-        return self._task.exactly_once
 
     def processor_metadata_for_key(self, key: str) -> int | None:
         """A value committed with the task's offsets (``add_processor_metadata_key_value``), or None."""

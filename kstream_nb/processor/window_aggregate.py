@@ -45,28 +45,11 @@ class _WindowAggregate(Processor):
             saved = context.processor_metadata_for_key(self.store_name)
             if saved is not None:
                 self.last_emit_close_time = saved
-            elif context.exactly_once:
-                self._resume_from_store()
 
     def _emitted_up_to(self, close_time: int) -> None:
         """Every window closed at ``close_time`` was emitted: kept with the next offset commit."""
         self.last_emit_close_time = close_time
         self.context.add_processor_metadata_key_value(self.store_name, close_time)
-
-    def _resume_from_store(self) -> None:
-        """For brokers that drop the commit's metadata (tansu), under exactly-once: the restored store holds
-        exactly what the committed input made, so its newest record is the stream time and every window that
-        time had closed was emitted. Under at-least-once the changelog may run ahead of the committed offsets,
-        so nothing is derived: the closed windows still in the store are emitted again (duplicates, no loss).
-        """
-        latest = self._latest_timestamp()
-        if latest != NO_TIMESTAMP:
-            self.observed_stream_time = latest
-            self.last_emit_close_time = self._close_time(latest)
-
-    def _latest_timestamp(self) -> int:
-        """The newest record timestamp in the store (the windows' timestamps are their newest record's)."""
-        return max((vt.timestamp for _, _, vt in self.store.fetch_all()), default=NO_TIMESTAMP)
 
     def _close_time(self, stream_time: int) -> int:
         """Windows ending at or before this are closed (emitted, under emit-on-close) at ``stream_time``."""
@@ -298,9 +281,6 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
             self._merge_and_put(key, record.value, ts, start, end, merged, agg)
         if not self.emit_on_update:
             self._emit_closed(close_time)
-
-    def _latest_timestamp(self) -> int:
-        return max((end for _, _, end, _ in self.store.all()), default=NO_TIMESTAMP)
 
     def _close_time(self, stream_time: int) -> int:
         return int(stream_time - self.windows.grace_ms - self.windows.gap_ms)

@@ -19,8 +19,9 @@ Columns: topic, partition, offset, timestamp (UTC), key, value (binary, the byte
     is exclusive). Offsets are fixed when the query is planned, so a read is bounded and repeatable.
 ``start_timestamp`` / ``end_timestamp``
     keep records with ``start <= timestamp < end`` (epoch ms, or an ISO date-time; UTC if no zone).
-    Applied to each record's timestamp while reading, not turned into offsets with ``offsets_for_times``:
-    timestamps need not grow with offsets, and some brokers (tansu) answer that lookup with offset 0.
+    On Kafka a partition is read from the first offset whose timestamp is >= start (the broker's time
+    index: every record before it is older); each record's timestamp is checked while reading, since
+    timestamps need not grow with offsets (a record past the end time may be followed by older ones).
 ``client_config``
     JSON of extra Kafka client settings (``security.protocol``, ``sasl.*``, ...).
 
@@ -158,9 +159,10 @@ def plan_partitions(options: Mapping[str, str]) -> list[TopicInputPartition]:
             if n is None:
                 raise StreamsError(f"topic {topic!r} does not exist on {servers}")
             tps = [TopicPartition(topic, p) for p in range(n)]
-            # end offsets are found by reading to the end of each partition (the admin's end_offsets), not
-            # from the high watermark, which some brokers (tansu) report short of the last batch
             begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
+            if start_ms is not None:
+                newer = admin.offsets_for_time(tps, start_ms)
+                begins = {tp: max(begins[tp], newer[tp]) for tp in tps}
             ranges = {tp.partition: (begins[tp], ends[tp]) for tp in tps}
             count = n
             source_archive = None
@@ -193,7 +195,7 @@ def read_partition(part: TopicInputPartition, batch_size: int = 50_000) -> Itera
         return
 
     def bounded(batch: Any) -> Any:
-        # timestamp bounds filter every record of the offset range (see the module doc: no offsets_for_times)
+        # timestamp bounds filter every record of the offset range (timestamps need not grow with offsets)
         mask = pc.and_(pc.greater_equal(batch["offset"], part.start), pc.less(batch["offset"], part.end))
         ts_ms = pc.divide(batch["timestamp"].cast(pa.int64()), 1000)
         if part.start_ms is not None:

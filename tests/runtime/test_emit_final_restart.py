@@ -1,7 +1,5 @@
 """emit_strategy("on_window_close") across a restart: emission takes up where it stopped, each final result
-once, from the last emit time committed with the offsets (Kafka's processor metadata). On a broker that
-drops commit metadata (tansu), exactly-once resumes from the restored store and at-least-once emits the
-closed windows still in the store again (duplicates, no loss)."""
+once, from the last emit time committed with the offsets (Kafka's processor metadata)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ from collections.abc import Callable
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.cluster.memory_consumer import MemoryConsumer
 from tests.runtime.test_record_cache import records
 
 WINDOWS = {
@@ -42,17 +39,9 @@ def run_once(make_app: Callable[..., ks.KafkaStreams], kind: str, guarantee: str
     assert app.stop(timeout=10)
 
 
-@pytest.fixture(params=["metadata kept", "metadata dropped"])
-def commit_metadata(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The embedded cluster keeps commit metadata as Kafka does; "dropped" makes it behave as tansu."""
-    if request.param == "metadata dropped":
-        monkeypatch.setattr(MemoryConsumer, "committed_metadata", lambda self, partitions: {})
-    return str(request.param)
-
-
 @pytest.mark.parametrize("kind", list(WINDOWS))
 def test_exactly_once_emits_each_final_result_once_across_a_restart(
-    url: str, make_app: Callable[..., ks.KafkaStreams], kind: str, commit_metadata: str
+    url: str, make_app: Callable[..., ks.KafkaStreams], kind: str
 ) -> None:
     ks.produce("clicks", [("a", 1), ("b", 1), ("c", 1)], bootstrap_servers=url, timestamps=[1_000, 2_000, 40_000])
     run_once(make_app, kind, "exactly_once_v2")
@@ -69,19 +58,14 @@ def test_exactly_once_emits_each_final_result_once_across_a_restart(
 
 
 def test_at_least_once_takes_up_emission_from_the_commit_metadata(
-    url: str, make_app: Callable[..., ks.KafkaStreams], commit_metadata: str
+    url: str, make_app: Callable[..., ks.KafkaStreams]
 ) -> None:
     ks.produce("clicks", [("a", 1), ("b", 1), ("c", 1)], bootstrap_servers=url, timestamps=[1_000, 2_000, 25_000])
     run_once(make_app, "tumbling", "at_least_once")
     assert records(url, "final-counts") == [("a@0", 1), ("b@0", 1)]
     ks.produce("clicks", [("d", 1)], bootstrap_servers=url, timestamps=[45_000])
     run_once(make_app, "tumbling", "at_least_once")
-    after = records(url, "final-counts")
-    if commit_metadata == "metadata kept":
-        assert after == [("a@0", 1), ("b@0", 1), ("c@20000", 1)]
-    else:  # the closed windows still in the store come again: duplicates, nothing lost
-        assert set(after) == {("a@0", 1), ("b@0", 1), ("c@20000", 1)}
-        assert len(after) > 3
+    assert records(url, "final-counts") == [("a@0", 1), ("b@0", 1), ("c@20000", 1)]
 
 
 def test_a_restarted_task_takes_up_its_stream_time(url: str, make_app: Callable[..., ks.KafkaStreams]) -> None:
