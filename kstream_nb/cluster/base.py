@@ -114,7 +114,7 @@ class Admin(ABC):
     def offsets_for_time(
         self, partitions: Iterable[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int]:
-        """Per partition, the earliest offset whose record timestamp is >= ``time_ms`` (the end offset
+        """Per partition, the earliest offset whose record timestamp is >= ``timestamp_ms`` (the end offset
         when there is none): every record before it is older."""
         raise NotImplementedError(f"{type(self).__name__} cannot look offsets up by time")
 

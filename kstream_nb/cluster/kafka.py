@@ -484,7 +484,7 @@ class KafkaAdmin(Admin):
     ) -> dict[TopicPartition, int]:
         """From the brokers' time indexes (ListOffsets by timestamp); the end offset where none is that new."""
         tps = self._checked(partitions)
-        found = self.cluster._listed_offsets(tps, OffsetSpec.for_timestamp(int(time_ms)))
+        found = self.cluster._listed_offsets(tps, OffsetSpec.for_timestamp(int(timestamp_ms)))
         missing = [tp for tp, offset in found.items() if offset < 0]
         return {**found, **self.cluster.end_offsets(missing)} if missing else found
 
