@@ -407,8 +407,8 @@ class KafkaAdmin(Admin):
         )
 
     def topic_config(self, name: str) -> dict[str, str]:
-        """Every config the broker reports for topic ``name``, defaults included (tansu flags the given ones
-        as defaults); empty when the broker does not answer."""
+        """Every config the broker reports for topic ``name``, defaults included; empty when the broker does
+        not answer."""
         resource = ConfigResource("topic", name)
         config: dict[str, str] = {}
         try:

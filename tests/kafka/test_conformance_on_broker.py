@@ -1,6 +1,6 @@
 """The conformance cases (tests/conformance) on a real broker give the test driver's expected results.
 
-Every applicable case runs in ONE KafkaStreams app on tansu (one group join): each case is an independent
+Every applicable case runs in ONE KafkaStreams app on Kafka (one group join): each case is an independent
 sub-graph of one topology, with its topic and store names suffixed by a per-case tag. The inputs are
 produced in lock-step rounds (record i of every case, then wait until the app is idle), so each record is
 processed completely, repartition topics included, before the case's next one: the order the test driver

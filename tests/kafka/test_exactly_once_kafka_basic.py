@@ -1,4 +1,4 @@
-"""exactly_once_v2 on a real broker (tansu): transactional producers, read_committed consumers.
+"""exactly_once_v2 on Apache Kafka: transactional producers, read_committed consumers.
 
 Quick checks in one process; the fault test with SIGKILLed instances is in test_exactly_once_kafka.py.
 """

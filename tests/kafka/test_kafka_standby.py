@@ -1,4 +1,4 @@
-"""Standby tasks, the all-instances view and sticky tasks on a real broker (tansu).
+"""Standby tasks, the all-instances view and sticky tasks on Apache Kafka.
 
 On Kafka the members derive their tasks from librdkafka's range assignment and share what they hold on
 the ``<application_id>-group-members`` topic (``runtime/group_members.py``). Each standby sits where the

@@ -1,7 +1,7 @@
 """Parity: a backtest on Spark over a topic's history gives what the live run gave over the same records.
 
 Each test runs twice (the ``cluster`` fixture): on the embedded ``memory://`` cluster and on a real
-Kafka-protocol broker (tansu). It runs the topology live (``KafkaStreams``) feeding the inputs in phases
+Apache Kafka broker. It runs the topology live (``KafkaStreams``) feeding the inputs in phases
 and waiting until idle after each, then backtests the same topology over the topics' history read from
 that cluster and compares every output partition record by record (key, value, timestamp, in offset
 order) and the final stores.

@@ -26,7 +26,7 @@ def _produce(url: str, topic: str = "events", client_config: dict[str, Any] | No
 
 
 def test_one_spark_partition_per_topic_partition(spark: Any, cluster: Cluster) -> None:
-    """Every record, read to the end of each partition (on tansu the high watermark is short of it)."""
+    """Every record of every partition, in offset order, as the live reader sees them."""
     topic, config = cluster.name("events"), cluster.client_config or None
     _produce(cluster.bootstrap, topic, config)
     df = read_topic(spark, topic, bootstrap_servers=cluster.bootstrap, client_config=config)
@@ -55,10 +55,12 @@ def test_one_spark_partition_per_topic_partition(spark: Any, cluster: Cluster) -
 
 
 def test_offset_and_timestamp_bounds(spark: Any, cluster: Cluster) -> None:
-    """Offset bounds per partition and timestamp bounds (by record timestamp: tansu's offsets_for_times
-    answers 0 for any time, so the source never uses it)."""
+    """Offset bounds per partition, and timestamp bounds by each record's timestamp: two records written
+    last with older timestamps (one inside the bounds, one before them) are read or left out by their time."""
     topic, config = cluster.name("events"), cluster.client_config or None
     _produce(cluster.bootstrap, topic, config)
+    late = [ks.Record(f"k{i}", {"i": -1}, ts) for i, ts in ((1, 1_150), (2, 1_050))]
+    ks.produce(topic, late, bootstrap_servers=cluster.bootstrap, client_config=config)
     sizes = (
         ks.read_topic(topic, bootstrap_servers=cluster.bootstrap, client_config=config).groupby("partition").size()
     )
@@ -73,7 +75,7 @@ def test_offset_and_timestamp_bounds(spark: Any, cluster: Cluster) -> None:
         spark, topic, bootstrap_servers=cluster.bootstrap, start=1_100, end=1_200, client_config=config
     )
     stamps = sorted(round(t.timestamp() * 1000) for t in timed.toPandas()["timestamp"])
-    assert stamps == list(range(1_100, 1_200))
+    assert stamps == sorted([*range(1_100, 1_200), 1_150])
 
 
 def test_archive_roundtrip_and_format_kstream(spark: Any, url: str, tmp_path: Any) -> None:
