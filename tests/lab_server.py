@@ -6,7 +6,7 @@ from the wheel installed under a prefix (``JUPYTER_PATH``), exactly as ``pip ins
 without that prefix the same server runs without the extension. The server is stopped whatever the test
 does: ``POST /api/shutdown`` (which also shuts its kernels down), then SIGTERM/SIGKILL of its process
 group, then SIGKILL of any kernel still running from its private runtime dir. Chromium is Debian's
-``/usr/bin/chromium`` (``bash scripts/install_browser.sh``); Playwright never downloads one.
+``/usr/bin/chromium`` (``bash scripts/install_test_tools.sh``); Playwright never downloads one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fixtures for the browser test: a JupyterLab server on loopback and headless Debian Chromium via Playwright.
 
 The server (``tests/lab_server.py``) keeps everything it writes in a temp dir and is always stopped;
-Chromium is Debian's ``/usr/bin/chromium`` (``bash scripts/install_browser.sh``); Playwright never
+Chromium is Debian's ``/usr/bin/chromium`` (``bash scripts/install_test_tools.sh``); Playwright never
 downloads one. The server log, screenshots and the browser console go to ``artifacts/``.
 """
 
@@ -47,7 +47,7 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import playwright.sync_api as sync_api
 
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_browser.sh` (installs Debian's chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_test_tools.sh` (installs Debian's chromium)")
     profile = tmp_path_factory.mktemp("chromium-profile")
     playwright = sync_api.sync_playwright().start()
     try:
