@@ -3,7 +3,10 @@
 A runner is started by ``bench/bench_peers.py`` as
 ``python <runner> --workload W --bootstrap HOST:PORT --input T --output T --group G --config JSON ...``.
 It builds its pipeline, prints ``STARTED <time.monotonic()>`` on stdout right before it starts
-processing, then runs until the driver stops it (the driver watches the output topic and times it).
+processing, then runs until the driver stops it (the driver watches the output topic and times it). A
+runner whose client has states also prints ``RUNNING <time.monotonic()>`` when it first reaches RUNNING
+(group joined, partitions assigned). The Kafka Streams peer (``kafka-streams/``, Java) takes the same
+arguments and prints the same lines.
 
 Workloads, over the data that ``bench_peers.py`` writes:
 
@@ -52,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def started() -> None:
     """Tells the driver that processing starts now (the clock both use is CLOCK_MONOTONIC)."""
     print(f"STARTED {time.monotonic():.6f}", flush=True)
+
+
+def running() -> None:
+    """Tells the driver that the client reached RUNNING (its group join is over)."""
+    print(f"RUNNING {time.monotonic():.6f}", flush=True)
 
 
 def idle_forever(check=None) -> None:

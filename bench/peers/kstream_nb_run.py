@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from _common import idle_forever, parse_args, started
+from _common import idle_forever, parse_args, running, started
 
 import kstream_nb as ks
 
@@ -73,6 +73,14 @@ def main() -> None:
         client_config=args.config,
         **tuning,
     )
+    joined: list[bool] = []
+
+    def on_state(new: ks.State, old: ks.State) -> None:
+        if new == ks.State.RUNNING and not joined:
+            joined.append(True)
+            running()
+
+    app.set_state_listener(on_state)
     started()
     app.start()
 

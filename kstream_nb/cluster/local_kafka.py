@@ -223,6 +223,8 @@ class LocalKafka:
 
     ``port=0`` picks a free port at each start. ``sasl_users`` (user -> password) makes the client
     listener SASL_PLAINTEXT with the PLAIN mechanism; ``client_config`` then holds the first user's settings.
+    ``tls=True`` makes it SSL (SASL_SSL with users) with a self-signed certificate for 127.0.0.1 made by the
+    JDK's ``keytool`` at the first start (``ca_file``, PEM, goes in a client's ``ssl.ca.location``).
     ``properties`` adds or overrides broker settings. The broker outlives this object (``kstream-nb kafka
     start`` exits and leaves it running); ``stop()`` ends it from any process through its pid file.
     """
@@ -235,10 +237,12 @@ class LocalKafka:
         sasl_users: Mapping[str, str] | None = None,
         properties: Mapping[str, Any] | None = None,
         heap: str = "1g",
+        tls: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir).expanduser().absolute()
         self.port = port
         self.sasl_users = dict(sasl_users or {})
+        self.tls = tls
         self.properties = dict(properties or {})
         self.heap = heap
 
@@ -257,20 +261,31 @@ class LocalKafka:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def ca_file(self) -> Path:
+        """With ``tls``: the broker's self-signed certificate (PEM), the CA its clients trust."""
+        return self.data_dir / "tls" / "ca.pem"
+
+    @property
+    def _protocol(self) -> str:
+        if self.sasl_users:
+            return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+        return "SSL" if self.tls else "PLAINTEXT"
+
+    @property
     def client_config(self) -> dict[str, str]:
-        """The settings a client needs besides ``bootstrap.servers`` (SASL credentials when configured)."""
-        if not self.sasl_users:
-            return {}
-        user, password = next(iter(self.sasl_users.items()))
-        return {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": user,
-            "sasl.password": password,
-        }
+        """The settings a client needs besides ``bootstrap.servers`` (SASL credentials, the TLS CA)."""
+        config: dict[str, str] = {}
+        if self.sasl_users or self.tls:
+            config["security.protocol"] = self._protocol
+        if self.sasl_users:
+            user, password = next(iter(self.sasl_users.items()))
+            config.update({"sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password})
+        if self.tls:
+            config["ssl.ca.location"] = str(self.ca_file)
+        return config
 
     def _server_properties(self, controller_port: int) -> dict[str, Any]:
-        protocol = "SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
+        protocol = self._protocol
         props: dict[str, Any] = {
             "process.roles": "broker,controller",
             "node.id": 1,
@@ -298,8 +313,52 @@ class LocalKafka:
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="{user}" password="{password}" {users};'
             )
+        if self.tls:
+            props["ssl.keystore.type"] = "PKCS12"
+            props["ssl.keystore.location"] = str(self.ca_file.parent / "broker.p12")
+            props["ssl.keystore.password"] = props["ssl.key.password"] = self._keystore_password()
+            props["ssl.truststore.type"] = "PKCS12"
+            props["ssl.truststore.location"] = str(self.ca_file.parent / "trust.p12")
+            props["ssl.truststore.password"] = props["ssl.keystore.password"]
         props.update(self.properties)
         return props
+
+    def _keystore_password(self) -> str:
+        return (self.ca_file.parent / "password").read_text().strip()
+
+    def _make_certificate(self) -> None:
+        """A self-signed certificate for 127.0.0.1/localhost in a PKCS12 keystore, and its PEM (once)."""
+        folder = self.ca_file.parent
+        keystore = folder / "broker.p12"
+        if keystore.exists() and self.ca_file.exists():
+            return
+        java = shutil.which("java")
+        keytool = shutil.which("keytool") or (java and str(Path(os.path.realpath(java)).parent / "keytool"))
+        if not keytool or not Path(keytool).exists():
+            raise LocalKafkaError(
+                "a TLS broker needs the JDK's `keytool` (apt-get install -y openjdk-17-jdk-headless)"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        keystore.unlink(missing_ok=True)
+        (folder / "trust.p12").unlink(missing_ok=True)
+        password = uuid.uuid4().hex
+        (folder / "password").write_text(password + "\n")
+        (folder / "password").chmod(0o600)
+        for cmd in (
+            [keytool, "-genkeypair", "-keystore", str(keystore), "-storetype", "PKCS12", "-storepass", password,
+             "-alias", "kafka", "-keyalg", "RSA", "-keysize", "2048", "-validity", "3650",
+             "-dname", "CN=localhost", "-ext", "SAN=IP:127.0.0.1,DNS:localhost"],
+            [keytool, "-exportcert", "-rfc", "-keystore", str(keystore), "-storetype", "PKCS12",
+             "-storepass", password, "-alias", "kafka", "-file", str(self.ca_file)],
+            # the broker is its own client (inter-broker listener): it trusts its certificate
+            [keytool, "-importcert", "-noprompt", "-keystore", str(folder / "trust.p12"), "-storetype", "PKCS12",
+             "-storepass", password, "-alias", "ca", "-file", str(self.ca_file)],
+        ):  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise LocalKafkaError(
+                    f"keytool failed ({' '.join(cmd[:2])}):\n{(proc.stdout + proc.stderr).strip()}"
+                )
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -343,6 +402,8 @@ class LocalKafka:
         if _port_taken(controller_port):
             controller_port = free_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.tls:
+            self._make_certificate()
         props = self._server_properties(controller_port)
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -47,7 +47,7 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import playwright.sync_api as sync_api
 
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_test_tools.sh` (installs Debian's chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_test_tools.sh` (installs chromium)")
     profile = tmp_path_factory.mktemp("chromium-profile")
     playwright = sync_api.sync_playwright().start()
     try:

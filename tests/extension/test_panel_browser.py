@@ -56,7 +56,7 @@ def _load_playwright() -> Any:
     import playwright.sync_api as sync_api
 
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_test_tools.sh` (installs Debian's chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install_test_tools.sh` (installs chromium)")
     return sync_api
 
 
