@@ -378,6 +378,7 @@ class KafkaAdmin(Admin):
                     if exist_ok:
                         continue
                     raise TopicExistsError(name) from e
+                self.cluster._check_authentication(self._client())  # a refused login only times out here
                 raise StreamsError(f"cannot create topic {name!r} on {self.cluster.bootstrap_servers}: {e}") from e
         wanted = {s.name: s.partitions for s in specs if s.name in created}
         self._wait_for(
