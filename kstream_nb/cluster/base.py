@@ -108,6 +108,11 @@ class Admin(ABC):
     @abstractmethod
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
+    def committed_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where a read_committed consumer stops: before the first record of a transaction still open
+        (Kafka's last stable offset); the end offset on a cluster without transactions."""
+        return self.end_offsets(partitions)
+
     @abstractmethod
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 

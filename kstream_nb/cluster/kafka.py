@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import (
@@ -277,7 +277,10 @@ class KafkaCluster(Cluster):
                         user_error_cb(err)
 
                 conf["error_cb"] = on_error
-                self._admin_client = AdminClient(conf)
+                try:
+                    self._admin_client = AdminClient(conf)
+                except KafkaException as e:  # a setting librdkafka does not know or accept
+                    raise StreamsError(f"invalid client setting for {self.bootstrap_servers}: {e}") from e
             return self._admin_client
 
     def close(self) -> None:
@@ -318,15 +321,20 @@ class KafkaCluster(Cluster):
         """One past the last offset of each partition (its high watermark)."""
         return self._listed_offsets(partitions, OffsetSpec.latest()) if partitions else {}
 
-    def _listed_offsets(self, partitions: list[TopicPartition], spec: Any) -> dict[TopicPartition, int]:
-        """ListOffsets for ``partitions``; a retriable error (a leader moving or not yet elected) is asked
-        again until ``timeout_s``."""
+    def _listed_offsets(
+        self, partitions: list[TopicPartition], spec: Any, committed: bool = False
+    ) -> dict[TopicPartition, int]:
+        """ListOffsets for ``partitions`` (``committed``: as a read_committed consumer sees them); a
+        retriable error (a leader moving or not yet elected) is asked again until ``timeout_s``."""
+        isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
         out: dict[TopicPartition, int] = {}
         pending = list(partitions)
         deadline = time.monotonic() + self.timeout_s
         while pending:
             request = {CKTopicPartition(tp.topic, tp.partition): spec for tp in pending}
-            futures = self.admin_client().list_offsets(request, request_timeout=self.timeout_s)
+            futures = self.admin_client().list_offsets(
+                request, isolation_level=isolation, request_timeout=self.timeout_s
+            )
             pending = []
             for ck_tp, future in futures.items():
                 tp = TopicPartition(ck_tp.topic, ck_tp.partition)
@@ -480,6 +488,9 @@ class KafkaAdmin(Admin):
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self.cluster.beginning_offsets(self._checked(partitions))
 
+    def committed_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.cluster._listed_offsets(self._checked(partitions), OffsetSpec.latest(), committed=True)
+
     def offsets_for_time(
         self, partitions: Iterable[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int]:
@@ -554,6 +565,11 @@ class KafkaProducer(Producer):
         self._offsets_call: _OffsetsCall | None = None
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        # inside a transaction a failed delivery makes librdkafka fail the commit (the caller aborts): the
+        # records of a transaction aborted meanwhile (the broker away) must not fail the next one's sends
+        if err is not None and self.transactional and not err.fatal():
+            log.debug("a record of the open transaction was not delivered (its commit fails): %s", err.str())
+            return
         if err is not None and self._error is None and err.code() not in _PURGED:
             where = (
                 f"{msg.topic()}-{msg.partition()}"

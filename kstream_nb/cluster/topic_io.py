@@ -250,7 +250,8 @@ def read_topic(
     if count is None:
         raise UnknownTopicError(topic, f"topic {topic!r} does not exist on {bootstrap_servers}")
     tps = [TopicPartition(topic, p) for p in range(count)]
-    begins, ends = admin.beginning_offsets(tps), admin.end_offsets(tps)
+    begins = admin.beginning_offsets(tps)
+    ends = _stable_ends(admin, tps) if isolation_level == "read_committed" else admin.end_offsets(tps)
     rows: dict[str, list[Any]] = {c: [] for c in READ_COLUMNS}
     consumer = cluster.consumer(None, {"auto.offset.reset": "earliest", "isolation.level": isolation_level})
     try:
@@ -276,6 +277,22 @@ def read_topic(
         },
         columns=READ_COLUMNS,
     )
+
+
+#: how long ``read_topic`` waits for transactions still open to end (a commit's markers come just after it)
+_OPEN_TRANSACTION_WAIT_S = 2.0
+
+
+def _stable_ends(admin: Any, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Where read_committed stops in each partition (before any transaction still open), once the
+    transactions open when asked ended or after ``_OPEN_TRANSACTION_WAIT_S``: a read right after a commit
+    includes it, and a transaction left open does not hold the read up."""
+    deadline = time.monotonic() + _OPEN_TRANSACTION_WAIT_S
+    while True:
+        stable = admin.committed_end_offsets(tps)
+        if stable == admin.end_offsets(tps) or time.monotonic() > deadline:
+            return dict(stable)
+        time.sleep(0.05)
 
 
 def _read_partition(
