@@ -37,7 +37,8 @@ class AuthenticationError(StreamsError):
 
 
 class TransactionError(StreamsError):
-    """A transactional call failed: ``fatal`` (e.g. fenced by a newer producer with the same id),
+    """A transactional call failed: ``fatal`` (the producer cannot go on), ``fenced`` (fatal: the broker
+    gave the transactional id a newer epoch, after a transaction timeout or for a newer producer),
     ``abortable`` (abort the transaction, then begin a new one) or ``retriable`` (call it again)."""
 
     def __init__(
@@ -45,12 +46,19 @@ class TransactionError(StreamsError):
         message: str,
         *,
         fatal: bool = False,
+        fenced: bool = False,
         abortable: bool = False,
         retriable: bool = False,
         code: object = None,
     ) -> None:
         super().__init__(message)
-        self.fatal, self.abortable, self.retriable, self.code = fatal, abortable, retriable, code
+        self.fatal, self.fenced, self.abortable, self.retriable, self.code = (
+            fatal,
+            fenced,
+            abortable,
+            retriable,
+            code,
+        )
 
 
 class SerializationError(StreamsError):

@@ -18,11 +18,13 @@ import pytest
 from kstream_nb.cluster.local_kafka import LocalKafka, LocalKafkaError
 
 #: Broker settings of Kafka's own integration tests (on top of local_kafka's single-node ones): few
-#: partitions for the internal topics, so the first group and the first transaction start at once.
+#: partitions for the internal topics, so the first group and the first transaction start at once; timed-out
+#: transactions aborted within a second (10 s by default).
 TEST_BROKER_PROPERTIES: dict[str, Any] = {
     "offsets.topic.num.partitions": 5,
     "transaction.state.log.num.partitions": 5,
     "group.min.session.timeout.ms": 1000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     "log.retention.check.interval.ms": 60_000,
 }
 

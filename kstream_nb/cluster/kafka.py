@@ -79,6 +79,9 @@ _LEADER_MOVING = frozenset(
     }
 )
 
+#: the broker gave the producer's transactional id a newer epoch (a transaction timed out, or a newer producer)
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
 #: Settings librdkafka only knows for consumers (prefixes end with a dot).
 CONSUMER_ONLY = (
     "group.",
@@ -827,6 +830,7 @@ def transaction_error(what: str, transactional_id: Any, cause: KafkaException) -
     return TransactionError(
         f"transactional producer {transactional_id!r}: {what} failed: {detail}",
         fatal=bool(err is not None and err.fatal()),
+        fenced=bool(err is not None and err.code() in _FENCED),
         abortable=bool(err is not None and err.txn_requires_abort()),
         retriable=bool(err is not None and err.retriable()),
         code=None if err is None else err.code(),

@@ -51,10 +51,14 @@ class ProducerCollector:
     """
 
     def __init__(self, producer: Producer, admin: Admin) -> None:
-        self.producer = producer
         self.admin = admin
         self._counts: dict[str, int] = {}
         self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
+        self.use(producer)
+
+    def use(self, producer: Producer) -> None:
+        """Sends through ``producer`` from now on (a fenced transactional producer is replaced)."""
+        self.producer = producer
         direct = producer.sender()
         #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
         self.copies_on_send = direct is not None
@@ -182,6 +186,7 @@ class StreamThread(threading.Thread):
             # at-least-once: librdkafka retries a record until the broker takes it, however long it is away
             # (offsets are committed only after every record is acknowledged, so none is lost)
             producer_config.setdefault("message.timeout.ms", 0)
+        self._producer_config = producer_config
         self.producer = cluster.producer(producer_config)
         self.producer.on_queue_full = self._queue_full
         self.collector = ProducerCollector(self.producer, self.admin)
@@ -561,6 +566,10 @@ class StreamThread(threading.Thread):
             try:
                 self._commit_transaction(offsets, metadata)
             except TransactionError as e:
+                if e.fenced:
+                    self._replace_fenced_producer(e)
+                    self._last_commit = time.monotonic()
+                    return
                 if e.fatal or not (e.retriable or e.abortable):
                     raise
                 # the broker is away (retried at the next commit, same transaction) or gave up on the
@@ -669,6 +678,26 @@ class StreamThread(threading.Thread):
         if offsets:
             self.commit_total += 1
         self._publish()
+
+    def _replace_fenced_producer(self, error: TransactionError) -> None:
+        """exactly-once after the broker fenced this thread's producer (its transaction outlived
+        ``transaction.timeout.ms``, e.g. while the broker was away): as Kafka Streams' handling of a lost
+        task under exactly_once_v2, a new producer with the same transactional id takes over and the tasks
+        are rebuilt from their changelogs at the next commit."""
+        log.warning(
+            "%s: the broker fenced the transactional producer (%s); a new one takes over", self.name, error
+        )
+        self._broker_lost(error)
+        fenced = self.producer
+        try:
+            fenced.close(0)
+        except Exception:
+            log.debug("closing the fenced producer of %s failed", self.name, exc_info=True)
+        self.producer = self.cluster.producer(self._producer_config)
+        self.producer.on_queue_full = self._queue_full
+        self.collector.use(self.producer)
+        self._committing = False
+        self._transaction_corrupted = True
 
     def _abort_and_rebuild_tasks(self) -> None:
         """exactly-once after the open transaction was lost: its updates are in the tasks' stores but not in
