@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -127,7 +128,10 @@ def get_engines(engines: list[str], args: argparse.Namespace, log_dir: Path) -> 
             continue
         if peer == KAFKA_STREAMS:
             print("==> building the Kafka Streams peer (if needed)", flush=True)
-            note = kafka_streams.build(log_dir)  # raises with Maven's output when the build fails
+            try:
+                note = kafka_streams.build(log_dir)
+            except kafka_streams.BuildError as e:  # stop the run, with the end of Maven's output
+                raise SystemExit(f"building the Kafka Streams peer failed: {e}") from e
             java_opts = shlex.split(args.java_opts)
             note += f", JVM options: {' '.join(java_opts) or '(defaults)'}, store {args.ks_store}"
             launchers[peer] = kafka_streams.launcher(java_opts)
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(args.logs or tempfile.mkdtemp(prefix="bench-peers-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
+    load_before = os.getloadavg()
     launchers, notes = get_engines(engines, args, log_dir)
 
     print(f"==> starting the broker ({args.broker})", flush=True)
@@ -221,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     print_ratios(results)
     if "wordcount" in workloads:
         print(compare_word_counts(results, data, args.seed))
+    loads = " -> ".join("/".join(f"{x:.1f}" for x in load) for load in (load_before, os.getloadavg()))
     print(
         f"scale {args.scale}: {data.n_events:,} events, {data.n_sentences:,} sentences; {PARTITIONS} partitions; "
         f"broker {args.broker}; session.timeout.ms {args.session_timeout_ms}; "
-        f"whole run {time.monotonic() - t_all:.0f} s; logs in {log_dir}"
+        f"whole run {time.monotonic() - t_all:.0f} s; load average (1/5/15 min) {loads}; logs in {log_dir}"
     )
     return 0
 

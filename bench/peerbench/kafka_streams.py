@@ -61,8 +61,9 @@ def build(log_dir: Path) -> str:
         with log.open("w") as out:
             rc = subprocess.run(cmd, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
         if rc != 0 or not JAR.exists():
-            tail = "\n".join(log.read_text(errors="replace").strip().splitlines()[-25:])
-            raise BuildError(f"`{' '.join(cmd[1:])}` in {PROJECT} failed (exit {rc}; log {log}):\n{tail}")
+            text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))  # Maven's colours
+            tail = "\n".join(text.strip().splitlines()[-25:])
+            raise BuildError(f"`mvn {' '.join(cmd[1:])}` in {PROJECT} failed (exit {rc}; log {log}):\n{tail}")
         JAR.touch()  # newer than every source, even when Maven found nothing to recompile
         note = f"built by Maven in {time.monotonic() - t0:.0f} s"
     return f"Kafka Streams {streams_version()} on Java {java} ({note})"
