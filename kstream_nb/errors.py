@@ -37,9 +37,10 @@ class AuthenticationError(StreamsError):
 
 
 class TransactionError(StreamsError):
-    """A transactional call failed: ``fatal`` (the producer cannot go on), ``fenced`` (fatal: the broker
-    gave the transactional id a newer epoch, after a transaction timeout or for a newer producer),
-    ``abortable`` (abort the transaction, then begin a new one) or ``retriable`` (call it again)."""
+    """A transactional call failed: ``fatal`` (the producer cannot go on), ``fenced`` (fatal: the broker no
+    longer holds the producer's transaction, after a timeout, a newer producer or a lost state; a new
+    producer with the same id can take over), ``abortable`` (abort the transaction, then begin a new one)
+    or ``retriable`` (call it again)."""
 
     def __init__(
         self,
@@ -52,13 +53,8 @@ class TransactionError(StreamsError):
         code: object = None,
     ) -> None:
         super().__init__(message)
-        self.fatal, self.fenced, self.abortable, self.retriable, self.code = (
-            fatal,
-            fenced,
-            abortable,
-            retriable,
-            code,
-        )
+        self.fatal, self.fenced, self.code = fatal, fenced, code
+        self.abortable, self.retriable = abortable, retriable
 
 
 class SerializationError(StreamsError):

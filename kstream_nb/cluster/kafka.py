@@ -20,6 +20,7 @@ Consumers, and how stream tasks are assigned to group members, are in ``kafka_co
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 import time
@@ -76,11 +77,23 @@ _LEADER_MOVING = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._NOENT,
     }
 )
 
-#: the broker gave the producer's transactional id a newer epoch (a transaction timed out, or a newer producer)
-_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+#: the transaction coordinator no longer holds the producer's transaction: it gave the transactional id a
+#: newer epoch (the transaction timed out, or a newer producer registered) or lost its state (a restart
+#: that aborted it); a new producer with the same transactional id can take over
+_FENCED = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.INVALID_TXN_STATE,
+        KafkaError.INVALID_PRODUCER_ID_MAPPING,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+    }
+)
 
 #: Settings librdkafka only knows for consumers (prefixes end with a dot).
 CONSUMER_ONLY = (
@@ -704,7 +717,8 @@ class KafkaProducer(Producer):
         try:
             return call(*args)
         except KafkaException as e:
-            self._producer.poll(0)  # runs error_cb: a refused login shows there, the call just timed out
+            with contextlib.suppress(KafkaException):  # (a producer in a fatal state may raise it again)
+                self._producer.poll(0)  # runs error_cb: a refused login shows there, the call just timed out
             self._check_authentication()
             raise transaction_error(what, self.config.get("transactional.id"), e) from e
 

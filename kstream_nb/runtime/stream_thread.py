@@ -708,10 +708,13 @@ class StreamThread(threading.Thread):
             self._committing = False
             self.producer.abort_transaction()
         except TransactionError as e:
-            if e.fatal or not e.retriable:
+            if e.fenced:  # the broker ended the transaction itself: a new producer, nothing left to abort
+                self._replace_fenced_producer(e)
+            elif e.fatal or not e.retriable:
                 raise
-            self._broker_lost(e)
-            return
+            else:
+                self._broker_lost(e)
+                return
         log.warning("%s: the transaction was aborted; rebuilding tasks %s from their changelogs", self.name,
                     sorted(self.tasks))  # fmt: skip
         corrupted = list(self.tasks.items())
