@@ -14,7 +14,8 @@ A failed stream thread is replaced (a commit that loses a race with a rebalance 
 
 ``CRASH``: ``before-commit:N`` or ``after-commit:N`` ends the process (``os._exit``, as a SIGKILL would)
 at its N-th transaction commit that carries consumed offsets: right before the producer asks the broker to
-commit (the transaction is open, its records and offsets sent), or right after the broker confirmed it.
+commit (the transaction is open, its records and offsets sent), or right after the broker confirmed it,
+before anything else the stream thread does for that commit.
 """
 
 from __future__ import annotations
@@ -82,16 +83,21 @@ def crash_at(spec: str) -> None:
         os._exit(9)
 
     def crashing_commit(self: Any, offsets: Any, *args: Any) -> None:
-        now = False
         if offsets:
             with lock:
                 left[0] -= 1
                 now = left[0] == 0
             if now and where == "before-commit":
                 self.producer.commit_transaction = exit_now  # the transaction stays open
+            elif now:
+                confirm = self.producer.commit_transaction
+
+                def confirm_then_exit(*a: Any) -> None:
+                    confirm(*a)  # the broker confirmed the commit: nothing else of this commit runs
+                    exit_now()
+
+                self.producer.commit_transaction = confirm_then_exit
         commit(self, offsets, *args)
-        if now:
-            exit_now()
 
     StreamThread._commit_transaction = crashing_commit  # type: ignore[method-assign]
 
