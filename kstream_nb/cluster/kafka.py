@@ -148,8 +148,8 @@ PRODUCER_ONLY = (
 
 #: kstream_nb's own defaults for its consumers (a user's setting wins). librdkafka waits
 #: ``fetch.queue.backoff.ms`` (1 s by default) before fetching a partition again once its local queue is
-#: over ``queued.min.messages``, which holds one consumer near 180k records/s on tansu however fast the
-#: application is (librdkafka#2879); at 10 ms a bare consumer reads 1.1M/s there (bench/README.md).
+#: over ``queued.min.messages``, which holds one consumer near 130k records/s on Kafka 4.4 however fast the
+#: application is (librdkafka#2879); at 10 ms a bare consumer reads 450k/s there (bench/README.md).
 CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10}
 
 
