@@ -687,7 +687,6 @@ class StreamThread(threading.Thread):
         log.warning(
             "%s: the broker fenced the transactional producer (%s); a new one takes over", self.name, error
         )
-        self._broker_lost(error)
         fenced = self.producer
         try:
             fenced.close(0)
