@@ -432,13 +432,16 @@ class LocalKafka:
         return self
 
     def _format(self, classpath: str, config: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: "-..." would read as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
                "-t", cluster_id, "-c", str(config)]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise LocalKafkaError(
-                f"formatting Kafka's storage under {self.data_dir} failed:\n{(proc.stdout + proc.stderr).strip()}"
+                f"formatting Kafka's storage under {self.data_dir} failed (exit code {proc.returncode}):\n"
+                f"{(proc.stdout + proc.stderr).strip()}"
             )
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -455,3 +455,23 @@ def test_cli_start_use_status_stop_restart_keeps_the_data(
 
     stopped = _cli("kafka", "stop", *where)
     assert stopped.returncode == 0 and "Kafka stopped" in stopped.stdout
+
+
+@pytest.mark.kafka
+def test_a_cluster_id_that_would_read_as_an_option_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A random cluster id is URL-safe base64: 1 in 64 starts with "-", which Kafka's storage tool reads as
+    an option (and fails). The first id drawn here is such one; the broker still formats and starts."""
+    import uuid
+
+    import kstream_nb.cluster.local_kafka as local_kafka
+
+    drawn = [uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=bytes(range(1, 17)))]
+    monkeypatch.setattr(local_kafka.uuid, "uuid4", lambda: drawn.pop(0))
+    broker = LocalKafka(tmp_path / "kafka", 0, heap="512m")
+    try:
+        broker.start(timeout=90)
+        assert broker.status().running and not drawn
+    finally:
+        broker.stop()
