@@ -44,22 +44,23 @@ def wall_clock_ms() -> int:
 
 class ProducerCollector:
     """Sends a thread's output through its producer: record by record when the producer takes them so
-    (Kafka: librdkafka copies and batches; under exactly-once each goes into the open transaction), else
-    the records since the last ``flush`` (the embedded cluster).
+    (Kafka: librdkafka copies and batches), else, or with ``hold``, the records since the last ``flush``.
 
     Caches the partition counts of output topics.
     """
 
-    def __init__(self, producer: Producer, admin: Admin) -> None:
+    def __init__(self, producer: Producer, admin: Admin, hold: bool = False) -> None:
         self.admin = admin
         self._counts: dict[str, int] = {}
         self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
+        #: exactly-once on Kafka: every record waits for ``flush`` (see ``StreamThread._commit_transaction``)
+        self.hold = hold
         self.use(producer)
 
     def use(self, producer: Producer) -> None:
         """Sends through ``producer`` from now on (a fenced transactional producer is replaced)."""
         self.producer = producer
-        direct = producer.sender()
+        direct = None if self.hold else producer.sender()
         #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
         self.copies_on_send = direct is not None
         if direct is not None:
@@ -94,6 +95,9 @@ class ProducerCollector:
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         if self.admin.partition_count(topic) is None:
             self.admin.create_topics([_spec(topic)], exist_ok=True)
+        if self.hold:  # held like any other record until the transaction's commit
+            self._pending.setdefault(topic, []).extend(batch.serialized(topic, partition))
+            return
         self.flush()
         self.producer.send_columnar(topic, batch, partition)
 
@@ -189,7 +193,8 @@ class StreamThread(threading.Thread):
         self._producer_config = producer_config
         self.producer = cluster.producer(producer_config)
         self.producer.on_queue_full = self._queue_full
-        self.collector = ProducerCollector(self.producer, self.admin)
+        # exactly-once sends a transaction's records right before its commit (see _commit_transaction)
+        self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
         self.tasks: dict[str, StreamTask] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._shutdown = threading.Event()
@@ -666,12 +671,16 @@ class StreamThread(threading.Thread):
     def _commit_transaction(
         self, offsets: dict[TopicPartition, int], metadata: dict[TopicPartition, str] | None = None
     ) -> None:
-        """exactly_once_v2 on Kafka: the outputs and changelog writes since the last commit (handed to the
-        producer as they were produced), and the consumed offsets, in one transaction. A failure propagates
-        (the thread dies and ``_close`` aborts the transaction)."""
+        """exactly_once_v2 on Kafka: the iteration's outputs and changelog writes, and the consumed offsets,
+        in one transaction. A failure propagates (the thread dies and ``_close`` aborts the transaction).
+
+        The offsets go first and the records last, right before the commit: a transaction never holds records
+        without the offsets that produced them, whatever becomes of a transactional call that timed out while
+        the broker was away (see docs/tooling.md on records handed over as they are produced)."""
         if not self._committing:  # a retried commit only calls commit_transaction again
             if offsets:
                 self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, self._COMMIT_TIMEOUT_S)
+            self.collector.flush()  # (begins the transaction at the first record when no offsets did)
             self._committing = True
         self.producer.commit_transaction(self._COMMIT_TIMEOUT_S)
         self._committing = False
