@@ -396,7 +396,9 @@ class KafkaConsumer(Consumer):
                 )
             )
         for tp, offset in eof.items():
-            if tp in assigned:
+            # (a paused partition's fetched records are dropped by librdkafka, an end event already queued
+            # is not: it must not move the position past them)
+            if tp in assigned and tp not in self._paused:
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
         return out
 
