@@ -793,10 +793,6 @@ class KafkaProducer(Producer):
         self._error = None  # the failed deliveries belonged to the aborted transaction
         self._txn_call("abort_transaction", self._producer.abort_transaction, timeout or self.cluster.timeout_s)
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._in_transaction
-
     def close(self, timeout: float = 30.0) -> None:
         if self._closed:
             return
