@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -396,9 +395,7 @@ class KafkaConsumer(Consumer):
                 )
             )
         for tp, offset in eof.items():
-            # (a paused partition's fetched records are dropped by librdkafka, an end event already queued
-            # is not: it must not move the position past them)
-            if tp in assigned and tp not in self._paused:
+            if tp in assigned:
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
         return out
 
@@ -583,28 +580,17 @@ class KafkaConsumer(Consumer):
             raise call.error
         return call.result
 
-    #: how long one OffsetFetch waits; a retriable failure (the coordinator loading or moving, as after a
-    #: broker restart) is asked again with a new request until ``cluster.timeout_s`` * 2
-    _COMMITTED_ATTEMPT_S = 10.0
-
     def _committed(self, tps: list[TopicPartition]) -> list[Any]:
         if not tps:
             return []
-        request = [CKTopicPartition(tp.topic, tp.partition) for tp in tps]
-        deadline = time.monotonic() + 2 * self.cluster.timeout_s
-        while True:
-            try:
-                return list(self._consumer.committed(request, timeout=self._COMMITTED_ATTEMPT_S))
-            except KafkaException as e:
-                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                away = err is not None and (err.retriable() or err.code() in BROKER_UNAVAILABLE_ERRORS)
-                if not away:
-                    raise StreamsError(f"cannot read the committed offsets of group {self.group_id!r}: {e}") from e
-                if time.monotonic() > deadline:
-                    raise BrokerUnavailableError(
-                        f"cannot read the committed offsets of group {self.group_id!r} now: {e}"
-                    ) from e
-                log.warning("%s: reading the committed offsets failed (%s); asking again", self, e)
+        try:
+            return list(
+                self._consumer.committed(
+                    [CKTopicPartition(tp.topic, tp.partition) for tp in tps], timeout=self.cluster.timeout_s
+                )
+            )
+        except KafkaException as e:
+            raise StreamsError(f"cannot read the committed offsets of group {self.group_id!r}: {e}") from e
 
     def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}
