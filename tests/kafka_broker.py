@@ -25,7 +25,6 @@ TEST_BROKER_PROPERTIES: dict[str, Any] = {
     "transaction.state.log.num.partitions": 5,
     "group.min.session.timeout.ms": 1000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
-    "log.retention.check.interval.ms": 60_000,
 }
 
 #: Client settings that keep the tests fast: a member that died without leaving is noticed within 6 s

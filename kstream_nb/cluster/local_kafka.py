@@ -9,7 +9,9 @@ process id written beside its data.
 
 Broker settings are those of Kafka's own quick start (``config/server.properties``) for one node:
 replication factors and minimum in-sync replicas of the internal topics at 1, and
-``group.initial.rebalance.delay.ms=0`` (the default 3 s delays every group's first join).
+``group.initial.rebalance.delay.ms=0`` (the default 3 s delays every group's first join), and no
+time-based retention (``log.retention.ms=-1``): records stamped days or years back, as examples and
+backtests of history write them, would otherwise be deleted at the broker's next retention check.
 """
 
 from __future__ import annotations
@@ -303,6 +305,7 @@ class LocalKafka:
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
+            "log.retention.ms": -1,
         }
         if self.sasl_users:
             users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())

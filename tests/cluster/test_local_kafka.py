@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -413,6 +413,10 @@ def test_cli_start_use_status_stop_restart_keeps_the_data(
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     _produce(bootstrap, topic, b"k", b"first")
     assert _read_all(bootstrap, topic, 1) == [(b"k", b"first")]
+    # history stays: a record stamped in 1970 (as the examples write) is not deleted by time retention
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert described["retention.ms"].value == "-1"
 
     status = _cli("kafka", "status", *where)
     assert status.returncode == 0, status
