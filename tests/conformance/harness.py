@@ -1,4 +1,9 @@
-"""Runs a Kafka Streams conformance case (format: tests/conformance/cases/FORMAT.md) on the test driver."""
+"""Runs a Kafka Streams conformance case (format: tests/conformance/cases/FORMAT.md) on the test driver.
+
+``CaseGraph`` also reads the reference-diff additions of tests/reference/SPEC.md (more ops, vocabulary
+names as functions); with ``typed=True`` it gives every source, sink, repartition and grouping Kafka's
+String/Long serdes by the value types SPEC.md infers (tests/reference/schema.py).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,22 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import kstream_nb as ks
+from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
+from kstream_nb.state.builders import Stores
+from tests.reference import vocabulary
+from tests.reference.schema import NodeInfo, analyse
 
+s = vocabulary.s
 
-def s(x: Any) -> str:
-    """Java's ``String.valueOf``: ``null`` for None."""
-    return "null" if x is None else str(x)
+#: a case's type name -> kstream_nb serde name (Kafka's serializers)
+SERDES = {"string": "string", "long": "long", "int": "integer", "integer": "integer", "double": "double"}
 
 
 def fn(source: str) -> Any:
-    return eval(source, {"s": s, "int": int, "str": str})
+    """The function of a function field: a vocabulary name or Python lambda source."""
+    return vocabulary.function(source)
 
 
 class Capture(ks.Processor):
@@ -44,9 +54,34 @@ def _windows(node: dict[str, Any]) -> Any:
     return SessionWindows.with_gap(w["inactivity_gap_ms"]).grace(w.get("grace_ms", 0))
 
 
+class RunningCount(ks.Processor):
+    """SPEC.md's ``running_count``: per non-null key a count kept in ``store``, forwarded as the value."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, context: ks.ProcessorContext) -> None:
+        super().init(context)
+        self.store: Any = context.get_state_store(self.store_name)
+
+    def process(self, record: ks.Record) -> None:
+        if record.key is None:
+            self.context.forward(record.with_value(None))
+            return
+        count = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, count)
+        self.context.forward(record.with_value(count))
+
+
+def window_key_to_string(key: Windowed, value: Any) -> tuple[str, Any]:
+    """SPEC.md's ``windowKeyToString``: ``key@start/end``."""
+    return f"{key.key}@{key.start}/{key.end}", value
+
+
 class CaseGraph:
     """A case's topology added to ``builder``; topic and store names pass through ``rename`` (to share a builder),
-    its sources use ``timestamp_extractor`` if given (else the app's default)."""
+    its sources use ``timestamp_extractor`` if given (else the app's default); ``typed``: Kafka's serdes
+    for the value types SPEC.md infers (keys are strings)."""
 
     def __init__(
         self,
@@ -54,25 +89,53 @@ class CaseGraph:
         builder: ks.StreamsBuilder,
         rename: Callable[[str], str] = lambda name: name,
         timestamp_extractor: Any = None,
+        typed: bool = False,
     ) -> None:
         self.case = case
         self.rename = rename
         self.timestamp_extractor = timestamp_extractor
+        self.typed = typed
+        self.info: dict[str, NodeInfo] = analyse(case) if typed else {}
         self.captured: dict[str, list[ks.Record]] = defaultdict(list)
         self.objects: dict[str, Any] = {}
         self.stores: dict[str, str] = {}
+        self.builder = builder
         for node in case["topology"]:
-            self.objects[node["id"]] = self._build(builder, node)
+            built = self._build(builder, node)
+            if typed and isinstance(built, (ks.KStream, ks.KTable)):
+                self._type(built, self.info[node["id"]])
+            self.objects[node["id"]] = built
 
     def input_topics(self) -> dict[str, str]:
         """The case's input topic -> its (renamed) topic in the builder."""
         return {
-            n["topic"]: self.rename(n["topic"]) for n in self.case["topology"] if n["op"] in ("stream", "table")
+            n["topic"]: self.rename(n["topic"])
+            for n in self.case["topology"]
+            if n["op"] in ("stream", "table", "globalTable")
         }
 
     def output_topics(self) -> list[str]:
         """The (renamed) topics the case's ``to`` nodes write to."""
         return [self.rename(n["topic"]) for n in self.case["topology"] if n["op"] == "to"]
+
+    def serde(self, type_name: str | None) -> Any:
+        """The serde of a value type in typed mode (None: the app's default)."""
+        if not self.typed or type_name is None:
+            return None
+        return serde_from(SERDES[type_name])
+
+    def key_serde(self, key_type: str | None = "string") -> Any:
+        return self.serde(key_type)
+
+    def value_serde(self, node_id: str) -> Any:
+        return self.serde(self.info[node_id].value_type) if self.typed else None
+
+    def _type(self, built: Any, info: NodeInfo) -> None:
+        """Kafka's serdes on a stream/table, as the Java runner states them on every operation."""
+        if not info.windowed:
+            built.key_serde = self.key_serde()
+        if info.value_type is not None:
+            built.value_serde = self.serde(info.value_type)
 
     def _capture(self, stream: ks.KStream, node_id: str) -> None:
         sink = self.captured[node_id]
@@ -80,19 +143,30 @@ class CaseGraph:
 
     def _build(self, b: ks.StreamsBuilder, node: dict[str, Any]) -> Any:
         op = node["op"]
-        src = self.objects.get(node.get("from", ""))
-        if op == "stream":
-            return b.stream(self.rename(node["topic"]), timestamp_extractor=self.timestamp_extractor)
-        if op == "table":
-            return b.table(
-                self.rename(node["topic"]), timestamp_extractor=self.timestamp_extractor, store=self._store(node)
-            )
+        nid = node["id"]
+        src: Any = self.objects.get(node.get("from", ""))
+        if op in ("stream", "table", "globalTable"):
+            return self._source(b, node)
         if op == "toStream":
             return src.to_stream()
         if op == "toTable":
             return src.to_table()
+        if op == "filter":
+            return src.filter(fn(node["predicate"]))
+        if op == "filterNot":
+            return src.filter_not(fn(node["predicate"]))
+        if op == "mapValues":
+            return src.map_values(fn(node["mapper"]))
+        if op == "flatMapValues":
+            return src.flat_map_values(fn(node["mapper"]))
+        if op == "flatMap":
+            return src.flat_map(fn(node["mapper"]))
+        if op == "selectKey":
+            return src.select_key(fn(node["mapper"]))
         if op == "map":
             return src.map(fn(node["mapper"]))
+        if op == "windowKeyToString":
+            return src.map(window_key_to_string)
         if op == "merge":
             first, *rest = (self.objects[i] for i in node["inputs"])
             for other in rest:
@@ -102,20 +176,25 @@ class CaseGraph:
             split = src.split()
             for branch in node["branches"]:
                 split = split.branch(fn(branch["predicate"]), name=branch["id"])
-            branches = (
-                split.default_branch(node["default_branch"])
-                if node.get("default_branch")
-                else split.no_default_branch()
-            )
+            default = node.get("default_branch")
+            branches = split.default_branch(default) if default else split.no_default_branch()
             for branch in node["branches"]:
                 self.objects[branch["id"]] = branches[branch["id"]]
+                if self.typed:
+                    self._type(branches[branch["id"]], self.info[branch["id"]])
+            if default:
+                self.objects[default] = branches[default]
             return None
         if op == "repartition":
-            return src.repartition()
+            return src.repartition(key_serde=self.key_serde(), value_serde=self.value_serde(nid))
+        if op == "through":
+            return src.through(self.rename(node["topic"]), self.key_serde(), self.value_serde(nid))
         if op == "groupByKey":
-            return src.group_by_key()
+            return src.group_by_key(self.key_serde(), self.value_serde(nid))
         if op == "groupBy":
-            return src.group_by(fn(node.get("selector") or node["mapper"]))
+            return src.group_by(
+                fn(node.get("selector") or node["mapper"]), self.key_serde(), self.value_serde(nid)
+            )
         if op == "windowedBy":
             windowed = src.windowed_by(_windows(node))
             if node.get("emit_strategy"):
@@ -129,35 +208,64 @@ class CaseGraph:
             return src.suppress(until_time_limit(node["time_limit_ms"], _buffer(node["buffer"])))
         if op in ("join", "leftJoin", "outerJoin"):
             return self._join(node)
+        if op in ("fkJoin", "fkLeftJoin"):
+            left, right = self.objects[node["left"]], self.objects[node["right"]]
+            method = left.join if op == "fkJoin" else left.left_join
+            return method(
+                right, fn(node["joiner"]), store=self._store(node), foreign_key_extractor=fn(node["extractor"])
+            )
+        if op == "process":
+            name = self.rename(f"running-count-{nid}")
+            store = Stores.key_value_store_builder(
+                Stores.in_memory_key_value_store(name), self.key_serde(), self.serde("long")
+            )
+            return src.process(lambda: RunningCount(name), stores=[store])
         if op == "capture":
-            self._capture(src, node["id"])
+            self._capture(src, nid)
             return None
         if op == "to":
-            src.to(self.rename(node["topic"]))
-            self._capture(src, node["id"])
+            src.to(self.rename(node["topic"]), self.key_serde(), self.value_serde(node["from"]))
+            self._capture(src, nid)
             return None
         raise ValueError(f"unknown op {op!r}")
+
+    def _source(self, b: ks.StreamsBuilder, node: dict[str, Any]) -> Any:
+        topic = self.rename(node["topic"])
+        key_serde, value_serde = self.serde(node.get("key_type")), self.serde(node.get("value_type"))
+        if node["op"] == "stream":
+            return b.stream(topic, key_serde, value_serde, timestamp_extractor=self.timestamp_extractor)
+        store = self._store(node)
+        if store:
+            self.stores[node["id"]] = store
+        if node["op"] == "globalTable":
+            return b.global_table(topic, key_serde, value_serde, store=store)
+        return b.table(topic, key_serde, value_serde, timestamp_extractor=self.timestamp_extractor, store=store)
 
     def _aggregate(self, src: Any, node: dict[str, Any]) -> Any:
         store = self._store(node)
         if store:
             self.stores[node["id"]] = store
         op = node["op"]
+        serde = self.value_serde(node["id"])
         if op == "count":
             return src.count(store=store)
         if op == "reduce":
             if "subtractor" in node:
                 return src.reduce(fn(node["adder"]), fn(node["subtractor"]), store=store)
+            if isinstance(src, ks.KGroupedStream):
+                return src.reduce(fn(node["reducer"]), store=store, value_serde=serde)
             return src.reduce(fn(node["reducer"]), store=store)
         if "subtractor" in node:
             return src.aggregate(
-                fn(node["initializer"]), fn(node["aggregator"]), fn(node["subtractor"]), store=store
-            )
+                fn(node["initializer"]), fn(node["aggregator"]), fn(node["subtractor"]), store=store,
+                value_serde=serde,
+            )  # fmt: skip
         if "session_merger" in node:
             return src.aggregate(
-                fn(node["initializer"]), fn(node["aggregator"]), fn(node["session_merger"]), store=store
-            )
-        return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), store=store)
+                fn(node["initializer"]), fn(node["aggregator"]), fn(node["session_merger"]), store=store,
+                value_serde=serde,
+            )  # fmt: skip
+        return src.aggregate(fn(node["initializer"]), fn(node["aggregator"]), store=store, value_serde=serde)
 
     def _join(self, node: dict[str, Any]) -> Any:
         left, right = self.objects[node["left"]], self.objects[node["right"]]
@@ -169,6 +277,8 @@ class CaseGraph:
                 w["before_ms"], w["after_ms"], w.get("grace_ms", 0), w.get("legacy_eager_non_joined", False)
             )
             return getattr(left, method)(right, joiner, windows)
+        if isinstance(right, ks.GlobalKTable):
+            return getattr(left, method)(right, joiner, key_selector=fn(node["key_selector"]))
         if "grace_ms" in node:
             return getattr(left, method)(right, joiner, grace=node["grace_ms"])
         return getattr(left, method)(right, joiner)
