@@ -13,6 +13,7 @@ from kstream_nb.state.caching import CachingKeyValueStore, thread_cache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore, StateStore
+from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
 from kstream_nb.state.window_caching import CachingWindowStore
 from kstream_nb.state.window_store import (
     ChangeLoggingSessionStore,
@@ -338,6 +339,32 @@ class Stores:
     ) -> KeyValueStoreBuilder:
         """A builder of key-value store stacks; logging is enabled and caching disabled by default."""
         return KeyValueStoreBuilder(supplier, key_serde, value_serde)
+
+    @staticmethod
+    def persistent_versioned_key_value_store(
+        name: str, history_retention: Duration, segment_interval: Duration | None = None
+    ) -> VersionedKeyValueStoreSupplier:
+        """A supplier of RocksDB versioned stores (KIP-889): every version of a key for ``history_retention``
+        behind stream time, which is also the grace period of writes; ``segment_interval`` only tunes
+        performance (Kafka's default when None)."""
+        return VersionedKeyValueStoreSupplier(name, history_retention, segment_interval)
+
+    @staticmethod
+    def in_memory_versioned_key_value_store(
+        name: str, history_retention: Duration
+    ) -> VersionedKeyValueStoreSupplier:
+        """A kstream_nb extension (Kafka Streams has only the persistent one): the same versioned store in
+        memory, restored in full from its changelog after a restart."""
+        return VersionedKeyValueStoreSupplier(name, history_retention, persistent=False)
+
+    @staticmethod
+    def versioned_key_value_store_builder(
+        supplier: VersionedKeyValueStoreSupplier,
+        key_serde: SerdeSpec | None = None,
+        value_serde: SerdeSpec | None = None,
+    ) -> VersionedKeyValueStoreBuilder:
+        """A builder of versioned store stacks (logging enabled; versioned stores have no cache)."""
+        return VersionedKeyValueStoreBuilder(supplier, key_serde, value_serde)
 
     @staticmethod
     def in_memory_window_store(
