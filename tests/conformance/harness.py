@@ -150,13 +150,11 @@ class CaseGraph:
         if op == "toStream":
             return src.to_stream()
         if op == "toTable":
-            return src.to_table()
-        if op == "filter":
-            return src.filter(fn(node["predicate"]))
-        if op == "filterNot":
-            return src.filter_not(fn(node["predicate"]))
-        if op == "mapValues":
-            return src.map_values(fn(node["mapper"]))
+            return src.to_table(**self._named_store(node))
+        if op in ("filter", "filterNot", "mapValues"):
+            method = {"filter": src.filter, "filterNot": src.filter_not, "mapValues": src.map_values}[op]
+            function = fn(node["predicate" if op != "mapValues" else "mapper"])
+            return method(function, **self._named_store(node)) if isinstance(src, ks.KTable) else method(function)
         if op == "flatMapValues":
             return src.flat_map_values(fn(node["mapper"]))
         if op == "flatMap":
@@ -220,11 +218,16 @@ class CaseGraph:
                 Stores.in_memory_key_value_store(name), self.key_serde(), self.serde("long")
             )
             return src.process(lambda: RunningCount(name), stores=[store])
+        if op in ("capture", "to") and isinstance(src, ks.KTable):
+            src = src.to_stream()
         if op == "capture":
             self._capture(src, nid)
             return None
         if op == "to":
-            src.to(self.rename(node["topic"]), self.key_serde(), self.value_serde(node["from"]))
+            windowed = self.typed and self.info[node["from"]].windowed
+            src.to(
+                self.rename(node["topic"]), None if windowed else self.key_serde(), self.value_serde(node["from"])
+            )
             self._capture(src, nid)
             return None
         raise ValueError(f"unknown op {op!r}")
@@ -281,7 +284,17 @@ class CaseGraph:
             return getattr(left, method)(right, joiner, key_selector=fn(node["key_selector"]))
         if "grace_ms" in node:
             return getattr(left, method)(right, joiner, grace=node["grace_ms"])
+        if isinstance(left, ks.KTable):
+            return getattr(left, method)(right, joiner, **self._named_store(node))
         return getattr(left, method)(right, joiner)
+
+    def _named_store(self, node: dict[str, Any]) -> dict[str, Any]:
+        """``store=`` for a table op whose node names its store (else nothing: the op stays unmaterialized)."""
+        store = self._store(node)
+        if store is None:
+            return {}
+        self.stores[node["id"]] = store
+        return {"store": store}
 
     def _store(self, node: dict[str, Any]) -> str | None:
         name = (node.get("store") or {}).get("name")

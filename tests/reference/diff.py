@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,64 +343,90 @@ def candidates(case: Case, granularity: int) -> list[Case]:
 Verdict = tuple[Result, Result]
 
 
-def shrinker(case: Case, sig: tuple[Any, ...]) -> Generator[list[Case], list[Verdict], Case]:
-    """Shrinks ``case`` keeping ``sig``: yields candidate batches, receives both results of each."""
-    granularity = 2
-    current = case
-    n = 0
-    while True:
-        batch = candidates(current, granularity)
-        for i, c in enumerate(batch):
-            c["id"] = f"{case['id']}~{n}.{i}"
-        n += 1
-        if not batch:
-            break
-        verdicts = yield batch
-        chosen = None
-        for c, (j, p) in zip(batch, verdicts):
-            if "unsupported" not in j and differences(j, p) and signature(j, p) == sig:
-                chosen = c
-                break
-        if chosen is not None:
-            current = chosen
-            granularity = max(2, granularity - 1)
-            continue
-        if granularity >= len(inputs_of(current)):
-            break
-        granularity = min(len(inputs_of(current)), granularity * 2)
-    current = copy.deepcopy(current)
-    current["id"] = case["id"]
-    return current
+class Shrinker:
+    """Shrinks one case keeping its difference ``sig``: ``batch()`` gives the next candidates to run (at most
+    ``per_round``, smallest first), ``feed()`` their results; ``current`` is the smallest case found so far."""
+
+    def __init__(self, case: Case, sig: tuple[Any, ...], per_round: int = 12) -> None:
+        self.original_id = case["id"]
+        self.current = case
+        self.sig = sig
+        self.per_round = per_round
+        self.granularity = 2
+        self.tried: set[str] = set()
+        self.queue: list[Case] = []
+        self.pending: list[Case] = []
+        self.serial = 0
+        self._refill()
+
+    def _refill(self) -> None:
+        while True:
+            fresh = []
+            for c in candidates(self.current, self.granularity):
+                key = json.dumps({k: v for k, v in c.items() if k != "id"}, sort_keys=True)
+                if key not in self.tried:
+                    self.tried.add(key)
+                    fresh.append(c)
+            self.queue = fresh
+            if fresh or self.granularity >= len(inputs_of(self.current)):
+                return
+            self.granularity = min(len(inputs_of(self.current)), self.granularity * 2)
+
+    @property
+    def done(self) -> bool:
+        return not self.queue
+
+    def batch(self) -> list[Case]:
+        self.pending, self.queue = self.queue[: self.per_round], self.queue[self.per_round :]
+        for c in self.pending:
+            self.serial += 1
+            c["id"] = f"{self.original_id}~{self.serial}"
+        return self.pending
+
+    def feed(self, verdicts: list[Verdict]) -> None:
+        for c, (j, p) in zip(self.pending, verdicts):
+            if "unsupported" not in j and differences(j, p) and signature(j, p) == self.sig:
+                self.current = c
+                self.granularity = max(2, self.granularity - 1)
+                self._refill()
+                return
+        if not self.queue:
+            if self.granularity < len(inputs_of(self.current)):
+                self.granularity = min(len(inputs_of(self.current)), self.granularity * 2)
+            self._refill()
+
+    def result(self) -> Case:
+        out = copy.deepcopy(self.current)
+        out["id"] = self.original_id
+        return out
 
 
-def shrink_all(java: Side, python: Side, todo: list[tuple[Case, tuple[Any, ...]]],
+def shrink_all(java: Side, python: Side, todo: list[tuple[Case, tuple[Any, ...]]], budget_s: float = 600.0,
                log: Callable[[str], None] = print) -> list[Case]:  # fmt: skip
-    """Shrinks every case at once: each round, one batch holds every shrinker's candidates."""
-    gens = [shrinker(c, sig) for c, sig in todo]
-    minimal: list[Case | None] = [None] * len(gens)
-    pending: dict[int, list[Case]] = {}
-    for i, g in enumerate(gens):
-        try:
-            pending[i] = next(g)
-        except StopIteration as stop:
-            minimal[i] = stop.value
+    """Shrinks every case at once: each round, one batch holds the next candidates of every shrinker; stops
+    after ``budget_s`` seconds with the smallest cases found by then."""
+    shrinkers = [Shrinker(c, sig) for c, sig in todo]
+    start = time.monotonic()
     rounds = 0
-    while pending:
+    while True:
+        active = [s for s in shrinkers if not s.done]
+        if not active:
+            break
+        if time.monotonic() - start > budget_s:
+            log(f"  shrinking stopped after {budget_s:.0f} s ({len(active)} cases not minimal)")
+            break
         rounds += 1
-        batch = [c for i in sorted(pending) for c in pending[i]]
-        j_res, p_res, _, _ = run_both(java, python, batch)
-        log(f"  shrink round {rounds}: {len(batch)} candidate cases for {len(pending)} differing cases")
+        batches = [s.batch() for s in active]
+        flat = [c for b in batches for c in b]
+        j_res, p_res, _, _ = run_both(java, python, flat)
         offset = 0
-        for i in sorted(pending):
-            k = len(pending[i])
-            verdicts = list(zip(j_res[offset : offset + k], p_res[offset : offset + k]))
-            offset += k
-            try:
-                pending[i] = gens[i].send(verdicts)
-            except StopIteration as stop:
-                minimal[i] = stop.value
-                del pending[i]
-    return [m if m is not None else c for m, (c, _) in zip(minimal, todo)]
+        for s, b in zip(active, batches):
+            s.feed(list(zip(j_res[offset : offset + len(b)], p_res[offset : offset + len(b)])))
+            offset += len(b)
+        if rounds % 5 == 0:
+            log(f"  shrink round {rounds}: {len(flat)} candidates for {len(active)} cases, "
+                f"{time.monotonic() - start:.0f} s")  # fmt: skip
+    return [s.result() for s in shrinkers]
 
 
 # ---- the command --------------------------------------------------------------------------------
@@ -430,7 +456,7 @@ def load_cases(path: Path) -> list[Case]:
 
 
 def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrink: bool = True,
-            log: Callable[[str], None] = print) -> Report:  # fmt: skip
+            budget_s: float = 600.0, log: Callable[[str], None] = print) -> Report:  # fmt: skip
     """Runs ``cases`` on both sides, shrinks and writes the differing ones to ``out``."""
     report = Report(cases=len(cases))
     j_res, p_res, report.java_s, report.python_s = run_both(java, python, cases)
@@ -444,7 +470,7 @@ def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrin
             report.agree += 1
     if differing and shrink:
         log(f"shrinking {len(differing)} differing cases")
-        minimal = shrink_all(java, python, [(c, signature(j, p)) for c, j, p in differing], log)
+        minimal = shrink_all(java, python, [(c, signature(j, p)) for c, j, p in differing], budget_s, log)
     else:
         minimal = [c for c, _, _ in differing]
     if minimal:
@@ -475,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where minimal cases go ({DEFAULT_OUT})")
     parser.add_argument("--cases-file", type=Path, default=None, help="run these cases (.jsonl/.json) instead")
     parser.add_argument("--no-shrink", action="store_true", help="write differing cases as they are")
+    parser.add_argument("--shrink-budget", type=float, default=900.0, help="seconds of shrinking at most (900)")
     parser.add_argument("--jar", type=Path, default=JAR)
     args = parser.parse_args(argv)
     cases_file = args.cases_file or (Path(os.environ["KSNB_REFERENCE_CASES"]) if os.environ.get(
@@ -486,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = list(generate(args.seed, args.cases))
         print(f"{len(cases)} generated cases (seed {args.seed})")
     start = time.monotonic()
-    report = compare(cases, java_side(args.jar), python_side, args.out, shrink=not args.no_shrink)
+    report = compare(cases, java_side(args.jar), python_side, args.out, not args.no_shrink, args.shrink_budget)
     for entry in report.differ:
         print(f"DIFFER {entry['id']} (ops: {ops_of(entry['case'])}; {entry['size'][1]} inputs) -> "
               f"{entry.get('path')}")  # fmt: skip

@@ -155,13 +155,14 @@ class _Analyser:
         if op in ("filter", "filterNot"):
             self._expect(node, src, STREAM, TABLE)
             self.function(node, "predicate", "predicate", vt)
-            return same
+            return self._table_store(node, same)
         if op == "mapValues":
             self._expect(node, src, STREAM, TABLE)
             entry = self.function(node, "mapper", "value_mapper", vt)
-            return NodeInfo(src.kind, self.returns(entry, vt), src.windowed, src.window, src.sources)
+            info = NodeInfo(src.kind, self.returns(entry, vt), src.windowed, src.window, src.sources)
+            return self._table_store(node, info)
         if op in ("flatMapValues", "flatMap", "map", "selectKey", "repartition", "through", "toTable",
-                  "groupByKey", "process", "to", "split"):  # fmt: skip
+                  "groupByKey", "process", "split"):  # fmt: skip
             self._expect(node, src, STREAM)
             if src.windowed:
                 raise self.fail(node, "needs plain keys (use windowKeyToString first)")
@@ -202,7 +203,7 @@ class _Analyser:
             self._expect(node, src, TABLE)
             return NodeInfo(STREAM, vt, src.windowed, src.window, src.sources)
         if op == "toTable":
-            return NodeInfo(TABLE, vt, sources=src.sources)
+            return self._table_store(node, NodeInfo(TABLE, vt, sources=src.sources))
         if op == "groupByKey":
             return NodeInfo(GROUPED_STREAM, vt, sources=src.sources)
         if op == "groupBy":
@@ -236,12 +237,25 @@ class _Analyser:
                 raise self.fail(node, f"unknown processor {node.get('processor')!r}")
             return NodeInfo(STREAM, "long", sources=src.sources)
         if op == "capture":
-            self._expect(node, src, STREAM)
+            self._expect(node, src, STREAM, TABLE)
             return NodeInfo(TERMINAL, None)
         if op == "to":
+            self._expect(node, src, STREAM, TABLE)
+            if src.windowed and self.strict:
+                raise self.fail(node, "needs plain keys (use windowKeyToString first)")
             self.source_topic(node)
             return NodeInfo(TERMINAL, None)
         raise self.fail(node, "unknown op")
+
+    def _table_store(self, node: dict[str, Any], info: NodeInfo) -> NodeInfo:
+        """A table op that names its store (materialized: key-value, or window/session for windowed keys)."""
+        if node.get("store") is None:
+            return info
+        if info.kind != TABLE or (info.windowed and self.strict):
+            raise self.fail(node, "only plain tables name a store here")
+        if self.store(node):
+            info.store_kind = "kv"
+        return info
 
     def _expect(self, node: dict[str, Any], info: NodeInfo, *kinds: str) -> None:
         if info.kind not in kinds:
@@ -314,7 +328,7 @@ class _Analyser:
             raise self.fail(node, "a table joins tables only")
         if self.strict and left.sources & right.sources:
             raise self.fail(node, "tables of one source are not joined")
-        return NodeInfo(TABLE, result, sources=sources)
+        return self._table_store(node, NodeInfo(TABLE, result, sources=sources))
 
 
 def analyse(case: dict[str, Any], strict: bool = False) -> dict[str, NodeInfo]:
