@@ -48,13 +48,11 @@ def ensure_jar(quiet: bool = False) -> Path:
             raise BuildError("mvn is not installed (Debian: apt-get install -y maven); it builds the Java runner")
         if not quiet:
             print(f"==> building the Java reference runner: mvn -q -f {POM} -DskipTests package", flush=True)
-        proc = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(POM), "-DskipTests", "package"], capture_output=True, text=True, check=False
-        )
+        cmd = [mvn, "-q", "-B", "-f", str(POM), "-DskipTests", "package"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not JAR.is_file():
-            raise BuildError(
-                f"mvn package failed (exit {proc.returncode}) in {JAVA_DIR}:\n{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}"
-            )
+            output = f"{proc.stdout[-8000:]}\n{proc.stderr[-8000:]}"
+            raise BuildError(f"mvn package failed (exit {proc.returncode}) in {JAVA_DIR}:\n{output}")
         return JAR
 
 
