@@ -1,4 +1,8 @@
-"""Windowed grouped streams: ``group_by_key().windowed_by(windows)`` then count/reduce/aggregate."""
+"""Windowed grouped streams: ``group_by_key().windowed_by(windows)`` then count/reduce/aggregate.
+
+``retention=`` on an aggregation is Kafka's ``Materialized.withRetention``: how long the store keeps
+windows (at least size + grace; see ``kstream_nb.dsl.window_stores``).
+"""
 
 from __future__ import annotations
 
@@ -7,24 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from kstream_nb.dsl.functions import check_callable
 from kstream_nb.dsl.ktable import KTable
-from kstream_nb.processor.window_aggregate import (
-    ON_WINDOW_CLOSE,
-    ON_WINDOW_UPDATE,
-    KStreamSessionWindowAggregate,
-    KStreamSlidingWindowAggregate,
-    KStreamWindowAggregate,
+from kstream_nb.dsl.window_stores import (
+    Windows,
+    check_windows,
+    close_after_ms,
+    retention_ms,
+    window_aggregate_supplier,
+    window_store_builder,
 )
-from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows
-from kstream_nb.state.builders import WindowStoreBuilder
-from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore
+from kstream_nb.durations import Duration
+from kstream_nb.processor.window_aggregate import ON_WINDOW_CLOSE, ON_WINDOW_UPDATE
+from kstream_nb.processor.windows import SessionWindows
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.grouped import KGroupedStream
-
-Windows = TimeWindows | SlidingWindows | SessionWindows
-
-#: Extra time windows are kept beyond size + grace, as Kafka's segmented stores do (>= one segment).
-_SEGMENT_MS = 60_000
 
 
 def _count_add(key: Any, value: Any, agg: int) -> int:
@@ -50,10 +50,8 @@ class WindowedKStream:
     """A grouped stream cut into windows; aggregations return a KTable keyed by ``Windowed(key, start, end)``."""
 
     def __init__(self, grouped: KGroupedStream, windows: Windows) -> None:
-        if not isinstance(windows, (TimeWindows, SlidingWindows, SessionWindows)):
-            raise TypeError(f"windowed_by needs TimeWindows, SlidingWindows or SessionWindows, got {windows!r}")
         self._grouped = grouped
-        self.windows = windows
+        self.windows = check_windows(windows)
         self._emit = ON_WINDOW_UPDATE
 
     def emit_strategy(self, strategy: str) -> WindowedKStream:
@@ -65,34 +63,37 @@ class WindowedKStream:
         self._emit = strategy
         return self
 
-    def count(self, store: str | None = None) -> KTable:
-        """Records per key and window."""
-        return self._aggregate(_zero, _count_add, store, None, merger=lambda k, a, b: a + b)
+    def count(self, store: str | None = None, retention: Duration | None = None) -> KTable:
+        """Records per key and window; ``retention``: how long the store keeps windows."""
+        return self._aggregate(_zero, _count_add, store, None, lambda k, a, b: a + b, retention)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
+    def reduce(self, reducer: Callable[[Any, Any], Any], store: str | None = None,
+               retention: Duration | None = None) -> KTable:  # fmt: skip
         """``reducer(aggregate, value)`` per key and window; the first value starts the aggregate."""
         check_callable(reducer, "reduce")
         return self._aggregate(
             _none, _reducing(reducer), store, self._grouped.value_serde,
-            merger=lambda k, a, b: b if a is None else (a if b is None else reducer(a, b)),
+            lambda k, a, b: b if a is None else (a if b is None else reducer(a, b)), retention,
         )  # fmt: skip
 
     def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                   merger: Callable[[Any, Any, Any], Any] | None = None, store: str | None = None,
-                  value_serde: Any = None) -> KTable:  # fmt: skip
+                  value_serde: Any = None, retention: Duration | None = None) -> KTable:  # fmt: skip
         """``aggregator(key, value, agg)`` per key and window; session windows also need ``merger(key, a, b)``."""
         check_callable(initializer, "aggregate initializer")
         check_callable(aggregator, "aggregate aggregator")
         if isinstance(self.windows, SessionWindows) and merger is None:
             raise TypeError("aggregate over SessionWindows needs merger(key, agg1, agg2) to merge sessions")
-        return self._aggregate(initializer, aggregator, store, value_serde, merger=merger)
+        return self._aggregate(initializer, aggregator, store, value_serde, merger, retention)
 
     def _aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
-                   store: str | None, value_serde: Any, merger: Any) -> KTable:  # fmt: skip
+                   store: str | None, value_serde: Any, merger: Any,
+                   retention: Duration | None) -> KTable:  # fmt: skip
         grouped = self._grouped
         builder = grouped._builder
         windows = self.windows
         store_name = store or builder.new_name("KSTREAM-AGGREGATE-STATE-STORE")
+        keep_ms = retention_ms(windows, retention, store_name)
         stream = grouped._stream
         if stream.repartition_required:
             stream = stream._through_internal(
@@ -103,37 +104,12 @@ class WindowedKStream:
                 grouped.value_serde,
                 filter_null_keys=True,
             )
-        emit = self._emit
-        make: Callable[[], Any]
-        if isinstance(windows, TimeWindows):
-            retention = windows.retention_ms + max(windows.retention_ms // 2, _SEGMENT_MS)
-            make = lambda: InMemoryWindowStore(store_name, retention, windows.size_ms)  # noqa: E731
-            processor: Callable[[], Any] = lambda: KStreamWindowAggregate(  # noqa: E731
-                windows, store_name, initializer, aggregator, emit
-            )
-            close_ms = windows.grace_ms
-        elif isinstance(windows, SlidingWindows):
-            retention = windows.retention_ms + max(windows.retention_ms // 2, _SEGMENT_MS)
-            make = lambda: InMemoryWindowStore(store_name, retention, windows.time_difference_ms)  # noqa: E731
-            processor = lambda: KStreamSlidingWindowAggregate(  # noqa: E731
-                windows, store_name, initializer, aggregator, emit
-            )
-            close_ms = windows.grace_ms
-        else:
-            retention = windows.retention_ms + max(windows.retention_ms // 2, _SEGMENT_MS)
-            make = lambda: InMemorySessionStore(store_name, retention)  # noqa: E731
-            processor = lambda: KStreamSessionWindowAggregate(  # noqa: E731
-                windows, store_name, initializer, aggregator, merger, emit
-            )
-            close_ms = windows.grace_ms + windows.gap_ms
-        store_builder = WindowStoreBuilder(store_name, make, grouped.key_serde, value_serde)
-        if isinstance(windows, TimeWindows):
-            # Kafka caches DSL window stores; here when statestore_cache_max_bytes > 0 (sliding and session
-            # windows are written through)
-            store_builder.with_caching_enabled()
-        builder.topology.add_state_store(store_builder)
+        builder.topology.add_state_store(
+            window_store_builder(store_name, windows, keep_ms, grouped.key_serde, value_serde)
+        )
         node = builder.new_name("KSTREAM-AGGREGATE")
+        processor = window_aggregate_supplier(windows, store_name, initializer, aggregator, merger, self._emit)
         builder.topology.add_processor(node, processor, stream.node, stores=[store_name])
         table = KTable(builder, node, grouped.key_serde, value_serde, store_name)
-        table.window_close_ms = close_ms
+        table.window_close_ms = close_after_ms(windows)
         return table

@@ -1,0 +1,138 @@
+"""The store and processor of a windowed aggregation, with Kafka Streams' retention rules.
+
+Kafka's ``WindowStoreMaterializer``, ``SlidingWindowStoreMaterializer`` and ``SessionStoreMaterializer``:
+a windowed aggregation's store keeps windows for its retention (``retention=`` on the aggregation, Kafka's
+``Materialized.withRetention``), by default the least that can still hold every open window: size + grace
+(time windows), 2 * time difference + grace (sliding windows: a record reads windows that far back to
+create its own), inactivity gap + grace (sessions). A shorter retention is refused when the aggregation is
+defined.
+
+Kafka's default DSL store (RocksDB) drops old windows a segment at a time, segments of
+``max(retention / 2, 60 s)``, so a window outlives its retention until its segment goes (a windowed join or
+an emit-on-close aggregation still reads it): the store built here keeps windows for the retention plus
+one such segment (``kept_ms``), and no longer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kstream_nb.durations import Duration, to_millis
+from kstream_nb.errors import TopologyError
+from kstream_nb.processor.window_aggregate import (
+    ON_WINDOW_UPDATE,
+    KStreamSessionWindowAggregate,
+    KStreamSlidingWindowAggregate,
+    KStreamWindowAggregate,
+)
+from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows
+from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore
+
+Windows = TimeWindows | SlidingWindows | SessionWindows
+
+
+class RetentionError(TopologyError, ValueError):
+    """A window or session store's retention is shorter than its windows stay open (Kafka's
+    IllegalArgumentException from ``Materialized.withRetention``)."""
+
+
+def check_windows(windows: Any, op: str = "windowed_by") -> Windows:
+    """``windows`` if it is one of the aggregation windows, else a TypeError naming ``op``."""
+    if not isinstance(windows, (TimeWindows, SlidingWindows, SessionWindows)):
+        raise TypeError(f"{op} needs TimeWindows, SlidingWindows or SessionWindows, got {windows!r}")
+    return windows
+
+
+def minimum_retention_ms(windows: Windows) -> int:
+    """How long the store must keep a window: also the default retention, as in Kafka Streams."""
+    if isinstance(windows, TimeWindows):
+        return windows.size_ms + windows.grace_ms
+    if isinstance(windows, SlidingWindows):
+        return 2 * windows.time_difference_ms + windows.grace_ms
+    return windows.gap_ms + windows.grace_ms
+
+
+def retention_ms(windows: Windows, retention: Duration | None, store_name: str) -> int:
+    """The store's retention: ``retention`` if given (checked against the windows), else the minimum."""
+    minimum = minimum_retention_ms(windows)
+    if retention is None:
+        return minimum
+    ms = to_millis(retention, "retention")
+    if ms < minimum:
+        if isinstance(windows, TimeWindows):
+            what = (
+                f"its window size plus the grace period (size={windows.size_ms} ms, grace={windows.grace_ms} ms)"
+            )
+        elif isinstance(windows, SlidingWindows):
+            what = (
+                f"2 * time difference plus the grace period (time difference={windows.time_difference_ms} ms, "
+                f"grace={windows.grace_ms} ms)"
+            )
+        else:
+            what = (
+                f"the session inactivity gap plus the grace period (gap={windows.gap_ms} ms, "
+                f"grace={windows.grace_ms} ms)"
+            )
+        kind = "session" if isinstance(windows, SessionWindows) else "window"
+        raise RetentionError(
+            f"the retention period of the {kind} store {store_name!r} must be no smaller than {what}; "
+            f"got retention={ms} ms"
+        )
+    return ms
+
+
+#: the shortest segment of Kafka's segmented window and session stores
+MIN_SEGMENT_MS = 60_000
+
+
+def kept_ms(retention: int) -> int:
+    """How long the store keeps windows for a retention: plus one segment of ``max(retention / 2, 60 s)``."""
+    return retention + max(retention // 2, MIN_SEGMENT_MS)
+
+
+def close_after_ms(windows: Windows) -> int:
+    """How long after a window's end it closes: grace (plus the gap for sessions)."""
+    if isinstance(windows, SessionWindows):
+        return windows.grace_ms + windows.gap_ms
+    return windows.grace_ms
+
+
+def window_store_builder(
+    store_name: str, windows: Windows, retention: int, key_serde: Any, value_serde: Any
+) -> WindowStoreBuilder:
+    """The store of a windowed aggregation with retention ``retention`` ms (``kept_ms``: in memory unless the
+    app's ``default_dsl_store`` is RocksDB); time-window stores are cached (Kafka caches DSL window stores)."""
+    retention = kept_ms(retention)
+    make: Callable[[], Any]
+    if isinstance(windows, TimeWindows):
+        make = lambda: InMemoryWindowStore(store_name, retention, windows.size_ms)  # noqa: E731
+    elif isinstance(windows, SlidingWindows):
+        make = lambda: InMemoryWindowStore(store_name, retention, windows.time_difference_ms)  # noqa: E731
+    else:
+        make = lambda: InMemorySessionStore(store_name, retention)  # noqa: E731
+    builder = WindowStoreBuilder(store_name, make, key_serde, value_serde)
+    if isinstance(windows, TimeWindows):
+        # cached when statestore_cache_max_bytes > 0 (sliding and session windows are written through)
+        builder.with_caching_enabled()
+    return builder
+
+
+def window_aggregate_supplier(
+    windows: Windows,
+    store_name: str,
+    initializer: Callable[[], Any],
+    aggregator: Callable[[Any, Any, Any], Any],
+    merger: Callable[[Any, Any, Any], Any] | None = None,
+    emit: str = ON_WINDOW_UPDATE,
+) -> Callable[[], Any]:
+    """A supplier of the processor aggregating records into ``windows`` in store ``store_name``."""
+    if isinstance(windows, TimeWindows):
+        return lambda: KStreamWindowAggregate(windows, store_name, initializer, aggregator, emit)
+    if isinstance(windows, SlidingWindows):
+        return lambda: KStreamSlidingWindowAggregate(windows, store_name, initializer, aggregator, emit)
+    if merger is None:
+        raise TypeError("an aggregation over SessionWindows needs merger(key, agg1, agg2) to merge sessions")
+    merge = merger
+    return lambda: KStreamSessionWindowAggregate(windows, store_name, initializer, aggregator, merge, emit)
