@@ -50,10 +50,12 @@ class StreamsBuilder:
         key_serde: Any = None,
         value_serde: Any = None,
         timestamp_extractor: Any = None,
-        store: str | None = None,
+        store: Any = None,
     ) -> KTable:
-        """A KTable over a topic: upsert by key, a null value deletes, null keys are dropped."""
-        from kstream_nb.dsl.ktable import KTable
+        """A KTable over a topic: upsert by key, a null value deletes, null keys are dropped. ``store``: a store
+        name, or ``ks.Stores.persistent_versioned_key_value_store(name, history_retention)`` for a versioned
+        table (updates kept by timestamp; out-of-order ones are history, not the latest row)."""
+        from kstream_nb.dsl.ktable import KTable, add_table_store
 
         source = self.new_name("KSTREAM-SOURCE")
         self.topology.add_source(
@@ -63,13 +65,15 @@ class StreamsBuilder:
             value_serde=value_serde,
             timestamp_extractor=timestamp_extractor,
         )
-        store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
-        self.add_timestamped_store(store_name, key_serde, value_serde, caching=True)
+        chosen = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
+        store_name, versioned = add_table_store(self, chosen, key_serde, value_serde, caching=True)
         node = self.new_name("KTABLE-SOURCE")
         self.topology.add_processor(
             node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
         )
-        return KTable(self, node, _serde(key_serde), _serde(value_serde), store_name)
+        table = KTable(self, node, _serde(key_serde), _serde(value_serde), store_name)
+        table.versioned_supplier = versioned
+        return table
 
     def global_table(self, topic: str, key_serde: Any = None, value_serde: Any = None,
                      store: str | None = None) -> GlobalKTable:  # fmt: skip

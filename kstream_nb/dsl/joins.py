@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kstream_nb.durations import Duration, to_millis
+from kstream_nb.errors import TopologyError
 from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
-from kstream_nb.processor.table_joins import KStreamKTableJoin, KTableKTableJoinSide
+from kstream_nb.processor.table_joins import NOT_VERSIONED, KStreamKTableJoin, KTableKTableJoinSide
 from kstream_nb.processor.windows import JoinWindows
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.join_buffer import JoinBuffer
+from kstream_nb.state.time_ordered_buffer import TimeOrderedJoinBufferBuilder
 from kstream_nb.state.window_store import InMemoryWindowStore
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.kstream import KStream
-    from kstream_nb.dsl.ktable import GlobalKTable, KTable
+    from kstream_nb.dsl.ktable import GlobalKTable, KTable, TableStore
 
 _SEGMENT_MS = 60_000
 
@@ -77,18 +80,32 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Callable[[Any, Any
     return KStream(builder, merge, left.key_serde, None)
 
 
-def stream_table_join(
-    stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left_join: bool
-) -> KStream:
-    """Each stream record looks up the table's current row; table updates emit nothing."""
+def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any], left_join: bool,
+                      grace: Duration | None = None) -> KStream:  # fmt: skip
+    """Each stream record looks up the table's row (as of its timestamp when the table is versioned); table
+    updates emit nothing. With ``grace`` (a versioned table only, as in Kafka) stream records wait up to the
+    grace period in a time-ordered buffer ``<join>-Buffer`` and join in timestamp order."""
     from kstream_nb.dsl.kstream import KStream
 
     builder = stream._builder
+    grace_ms = None if grace is None else to_millis(grace, "grace period")
+    if grace_ms is not None and not table.versioned:
+        raise TopologyError(NOT_VERSIONED)
+    if grace_ms is not None and table.history_retention_ms is not None and grace_ms > table.history_retention_ms:
+        raise TopologyError("History retention must be at least grace period.")
     stream = stream.repartitioned_if_required(builder.new_name("KSTREAM-JOIN"))
     store = table.materialized_store()
     node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
+    stores = [store]
+    buffer = None
+    if grace_ms is not None:
+        buffer = f"{node}-Buffer"
+        builder.topology.add_state_store(
+            TimeOrderedJoinBufferBuilder(buffer, grace_ms, stream.key_serde, stream.value_serde)
+        )
+        stores.append(buffer)
     builder.topology.add_processor(
-        node, lambda: KStreamKTableJoin(store, joiner, left_join), stream.node, stores=[store]
+        node, lambda: KStreamKTableJoin(store, joiner, left_join, buffer_store=buffer), stream.node, stores=stores
     )
     builder.topology.add_copartition_group(stream.node, table.node)
     return KStream(builder, node, stream.key_serde, None)
@@ -109,8 +126,9 @@ def stream_global_table_join(stream: KStream, table: GlobalKTable, key_selector:
 
 
 def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], Any], kind: str,
-                     store: str | None) -> KTable:  # fmt: skip
-    """Either side's update joins with the other side's current row."""
+                     store: TableStore | None) -> KTable:  # fmt: skip
+    """Either side's update joins with the other side's current (latest) row; an out-of-order update of a
+    versioned side is dropped. The result is not versioned unless ``store`` is a versioned supplier."""
     from kstream_nb.dsl.ktable import KTable
 
     builder = left._builder

@@ -274,14 +274,20 @@ class KStream:
         return self.select_key(selector).group_by_key(key_serde, value_serde, name)
 
     def join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None, *,
-             key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:  # fmt: skip
-        """Inner join with a KStream (needs ``JoinWindows``), a KTable, or a GlobalKTable (``key_selector``)."""
-        return self._join(other, joiner, windows, key_selector, "inner")
+             key_selector: Callable[[Any, Any], Any] | None = None, grace: Any = None) -> KStream:  # fmt: skip
+        """Inner join with a KStream (needs ``JoinWindows``), a KTable, or a GlobalKTable (``key_selector``).
+
+        ``grace`` (stream-table joins, versioned tables only): stream records wait up to this long, then join
+        the table as of their own timestamps, in timestamp order.
+        """
+        return self._join(other, joiner, windows, key_selector, "inner", grace)
 
     def left_join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None, *,
-                  key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:  # fmt: skip
-        """Left join: every record of this stream, joined with the other side's match or None."""
-        return self._join(other, joiner, windows, key_selector, "left")
+                  key_selector: Callable[[Any, Any], Any] | None = None,
+                  grace: Any = None) -> KStream:  # fmt: skip
+        """Left join: every record of this stream, joined with the other side's match or None (``grace``: see
+        ``join``)."""
+        return self._join(other, joiner, windows, key_selector, "left", grace)
 
     def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any], windows: Any) -> KStream:
         """Outer stream-stream join: unmatched records of either side come out padded with None."""
@@ -290,11 +296,14 @@ class KStream:
         return self._join(other, joiner, windows, None, "outer")
 
     def _join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any,
-              key_selector: Callable[[Any, Any], Any] | None, kind: str) -> KStream:  # fmt: skip
+              key_selector: Callable[[Any, Any], Any] | None, kind: str,
+              grace: Any = None) -> KStream:  # fmt: skip
         from kstream_nb.dsl import joins
         from kstream_nb.dsl.ktable import GlobalKTable, KTable
 
         check_callable(joiner, f"{kind} join")
+        if grace is not None and not isinstance(other, KTable):
+            raise TypeError("grace applies to stream-table joins (a stream-stream join takes it in JoinWindows)")
         if isinstance(other, KStream):
             if windows is None:
                 raise TypeError("a stream-stream join needs windows, e.g. ks.JoinWindows.of('5s')")
@@ -309,21 +318,24 @@ class KStream:
                 raise TypeError(
                     "key_selector applies only to GlobalKTable joins; re-key the stream with select_key"
                 )
-            return joins.stream_table_join(self, other, joiner, kind == "left")
+            return joins.stream_table_join(self, other, joiner, kind == "left", grace)
         raise TypeError(f"cannot join a KStream with {type(other).__name__}")
 
-    def to_table(self, store: str | None = None, name: str | None = None) -> KTable:
-        """Reads the stream as a changelog: the latest value per key (null value deletes)."""
-        from kstream_nb.dsl.ktable import KTable
+    def to_table(self, store: Any = None, name: str | None = None) -> KTable:
+        """Reads the stream as a changelog: the latest value per key (null value deletes). ``store``: a store
+        name, or ``ks.Stores.persistent_versioned_key_value_store(...)`` for a versioned table."""
+        from kstream_nb.dsl.ktable import KTable, add_table_store
 
-        store_name = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
-        stream = self.repartitioned_if_required(store_name)
-        self._builder.add_timestamped_store(store_name, stream.key_serde, stream.value_serde)
+        chosen = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
+        stream = self.repartitioned_if_required(chosen if isinstance(chosen, str) else chosen.name)
+        store_name, versioned = add_table_store(self._builder, chosen, stream.key_serde, stream.value_serde)
         node = name or self._builder.new_name("KSTREAM-TOTABLE")
         self._builder.topology.add_processor(
             node, lambda: KTableSource(store_name, store is not None), stream.node, stores=[store_name]
         )
-        return KTable(self._builder, node, stream.key_serde, stream.value_serde, store_name if store else None)
+        table = KTable(self._builder, node, stream.key_serde, stream.value_serde, store_name if store else None)
+        table.versioned_supplier = versioned
+        return table
 
     def __repr__(self) -> str:
         return f"KStream({self.node})"

@@ -6,18 +6,52 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.dsl.functions import check_callable, takes_key
+from kstream_nb.errors import TopologyError
 from kstream_nb.processor import table_ops
+from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
     from kstream_nb.dsl.grouped import KGroupedTable
     from kstream_nb.dsl.kstream import KStream
 
+#: what ``store=`` takes where a table is materialized: a store name, or a versioned store supplier
+TableStore = str | VersionedKeyValueStoreSupplier
+
+SUPPRESS_VERSIONED = (
+    "suppress() is only supported for non-versioned KTables (note that version semantics might be inherited "
+    "from upstream)"
+)
+
+
+def add_table_store(builder: StreamsBuilder, store: TableStore, key_serde: Any, value_serde: Any,
+                    caching: bool = False) -> tuple[str, VersionedKeyValueStoreSupplier | None]:  # fmt: skip
+    """Adds the store a table is materialized in: a timestamped key-value store named ``store``, or a versioned
+    store from a supplier (no record cache). Returns the store's name and the versioned supplier, if any."""
+    if isinstance(store, VersionedKeyValueStoreSupplier):
+        builder.topology.add_state_store(VersionedKeyValueStoreBuilder(store, key_serde, value_serde))
+        return store.name, store
+    if not isinstance(store, str):
+        raise TypeError(
+            f"store= takes a store name or ks.Stores.persistent_versioned_key_value_store(...), got {store!r}"
+        )
+    builder.add_timestamped_store(store, key_serde, value_serde, caching=caching)
+    return store, None
+
+
+def _store_name(store: TableStore | None) -> str | None:
+    """A foreign-key join's result store: a name only."""
+    if store is None or isinstance(store, str):
+        return store
+    raise TypeError(f"a foreign-key join result is materialized in a named store, not {store!r}")
+
 
 class KTable:
     """A table: each key's latest value; updates flow downstream as changes (new value, old value).
 
-    ``store_name`` is set when the table is materialized under a name a user can query.
+    ``store_name`` is set when the table is materialized under a name a user can query. ``versioned_supplier``
+    is set when the table's rows come from a versioned store (KIP-914): its own, or, for a filter or map_values
+    not materialized, its parent's ("versioned semantics are inherited from upstream").
     """
 
     def __init__(
@@ -35,35 +69,55 @@ class KTable:
         self.store_name = store_name
         #: For windowed tables: how long after a window's end it closes (grace, plus the gap for sessions).
         self.window_close_ms: int | None = None
+        #: the versioned store this table's rows come from (its own or an upstream one), None if not versioned
+        self.versioned_supplier: VersionedKeyValueStoreSupplier | None = None
 
-    def _then(self, prefix: str, processor: Callable[[], Any], store: str | None, name: str | None) -> KTable:
+    @property
+    def versioned(self) -> bool:
+        """Whether the table is versioned (materialized in, or inheriting from, a versioned store)."""
+        return self.versioned_supplier is not None
+
+    @property
+    def history_retention_ms(self) -> int | None:
+        """The history retention of the table's versioned store (None when not versioned)."""
+        return None if self.versioned_supplier is None else self.versioned_supplier.history_retention_ms
+
+    def _then(
+        self, prefix: str, processor: Callable[[], Any], store: TableStore | None, name: str | None
+    ) -> KTable:
         builder = self._builder
         node = name or builder.new_name(prefix)
         builder.topology.add_processor(node, processor, self.node)
         table = KTable(builder, node, self.key_serde, self.value_serde)
+        table.versioned_supplier = self.versioned_supplier
         return table.materialize(store) if store else table
 
-    def materialize(self, store: str) -> KTable:
-        """This table kept in store ``store`` (queryable, and readable by joins)."""
+    def materialize(self, store: TableStore) -> KTable:
+        """This table kept in ``store`` (queryable, and readable by joins): a store name, or a versioned store
+        supplier (``ks.Stores.persistent_versioned_key_value_store``) for a versioned table."""
         builder = self._builder
-        builder.add_timestamped_store(store, self.key_serde, self.value_serde)
+        name, versioned = add_table_store(builder, store, self.key_serde, self.value_serde)
         node = builder.new_name("KTABLE-MATERIALIZE")
-        builder.topology.add_processor(node, lambda: table_ops.KTableMaterialize(store), self.node, stores=[store])
-        table = KTable(builder, node, self.key_serde, self.value_serde, store)
+        builder.topology.add_processor(node, lambda: table_ops.KTableMaterialize(name), self.node, stores=[name])
+        table = KTable(builder, node, self.key_serde, self.value_serde, name)
         table.window_close_ms = self.window_close_ms
+        table.versioned_supplier = versioned
         return table
 
     def materialized_store(self) -> str:
-        """The store holding this table's rows, materializing it under a generated name if needed."""
+        """The store holding this table's rows, materializing it under a generated name if needed (a versioned
+        store like the upstream one when the table inherits versioned semantics)."""
         if self.store_name is None:
-            materialized = self.materialize(self._builder.new_name("KTABLE-STATE-STORE"))
+            name = self._builder.new_name("KTABLE-STATE-STORE")
+            supplier = self.versioned_supplier
+            materialized = self.materialize(name if supplier is None else supplier.renamed(name))
             self.store_name = materialized.store_name
         assert self.store_name is not None
         return self.store_name
 
     # ---- joins ---------------------------------------------------------------------------------
 
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None,
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: TableStore | None = None,
              foreign_key_extractor: Callable[..., Any] | None = None) -> KTable:  # fmt: skip
         """Inner table-table join: a row exists when both sides have the key; either side triggers.
 
@@ -75,11 +129,11 @@ class KTable:
         if foreign_key_extractor is not None:
             from kstream_nb.dsl.fk_join import foreign_key_join
 
-            return foreign_key_join(self, other, foreign_key_extractor, joiner, False, store)
+            return foreign_key_join(self, other, foreign_key_extractor, joiner, False, _store_name(store))
         check_callable(joiner, "join")
         return table_table_join(self, other, joiner, "inner", store)
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None,
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: TableStore | None = None,
                   foreign_key_extractor: Callable[..., Any] | None = None) -> KTable:  # fmt: skip
         """Left table-table join: every left row, joined with the right row or None.
 
@@ -90,11 +144,13 @@ class KTable:
         if foreign_key_extractor is not None:
             from kstream_nb.dsl.fk_join import foreign_key_join
 
-            return foreign_key_join(self, other, foreign_key_extractor, joiner, True, store)
+            return foreign_key_join(self, other, foreign_key_extractor, joiner, True, _store_name(store))
         check_callable(joiner, "left_join")
         return table_table_join(self, other, joiner, "left", store)
 
-    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any], store: str | None = None) -> KTable:
+    def outer_join(
+        self, other: KTable, joiner: Callable[[Any, Any], Any], store: TableStore | None = None
+    ) -> KTable:
         """Outer table-table join: a row while either side has the key (the missing side is None)."""
         from kstream_nb.dsl.joins import table_table_join
 
@@ -102,20 +158,22 @@ class KTable:
         return table_table_join(self, other, joiner, "outer", store)
 
     def filter(
-        self, predicate: Callable[[Any, Any], Any], store: str | None = None, name: str | None = None
+        self, predicate: Callable[[Any, Any], Any], store: TableStore | None = None, name: str | None = None
     ) -> KTable:
         """Rows where ``predicate(key, value)`` holds; a row that stops matching is deleted downstream."""
         check_callable(predicate, "filter")
         return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate), store, name)
 
     def filter_not(
-        self, predicate: Callable[[Any, Any], Any], store: str | None = None, name: str | None = None
+        self, predicate: Callable[[Any, Any], Any], store: TableStore | None = None, name: str | None = None
     ) -> KTable:
         """Rows where ``predicate(key, value)`` does not hold."""
         check_callable(predicate, "filter_not")
         return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate, negate=True), store, name)
 
-    def map_values(self, mapper: Callable[..., Any], store: str | None = None, name: str | None = None) -> KTable:
+    def map_values(
+        self, mapper: Callable[..., Any], store: TableStore | None = None, name: str | None = None
+    ) -> KTable:
         """``mapper(value)`` or ``mapper(key, value)`` for every row; deletes stay deletes."""
         with_key = takes_key(mapper, "map_values")
         return self._then("KTABLE-MAPVALUES", lambda: table_ops.KTableMapValues(mapper, with_key), store, name)
@@ -147,6 +205,8 @@ class KTable:
         """Holds updates back: ``ks.until_window_closes()`` (final results) or ``ks.until_time_limit(d)``."""
         from kstream_nb.processor.suppress import KTableSuppress, Suppressed, SuppressionBufferBuilder
 
+        if self.versioned:
+            raise TopologyError(SUPPRESS_VERSIONED)
         if not isinstance(suppressed, Suppressed):
             raise TypeError(
                 f"suppress needs ks.until_window_closes(...) or ks.until_time_limit(...), got {suppressed!r}"

@@ -1,14 +1,26 @@
-"""Joins with tables: stream-table (only the stream side triggers) and table-table (either side triggers)."""
+"""Joins with tables: stream-table (only the stream side triggers) and table-table (either side triggers).
+
+Versioned tables (KIP-914/923, as Kafka's ``KStreamKTableJoinProcessor``): a stream record joins the table
+version valid at its own timestamp; with a grace period it first waits in a time-ordered buffer until the
+buffer's stream time minus grace reaches it (a record already that late joins at once). Table-table joins
+drop out-of-order updates of a versioned table (counted as dropped records).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from kstream_nb.errors import TopologyError
 from kstream_nb.processor.api import Change, Processor, Record
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.table_ops import is_latest
 from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.timestamped import ValueAndTimestamp
+from kstream_nb.state.versioned import is_versioned
+
+#: Kafka's message when a stream-table join has a grace period and the table is not versioned
+NOT_VERSIONED = "KTable must be versioned to use a grace period in a stream table join."
 
 
 def lookup(store: Any, key: Any) -> Any:
@@ -27,23 +39,33 @@ def lookup(store: Any, key: Any) -> Any:
 
 
 class KStreamKTableJoin(Processor):
-    """Joins each stream record with the table's current value for its key (inner: only when present).
+    """Joins each stream record with the table's value for its key (inner: only when present).
 
-    ``key_selector`` (stream-GlobalKTable joins) maps the stream record to the table key to look up.
+    ``key_selector`` (stream-GlobalKTable joins) maps the stream record to the table key to look up. A
+    versioned table is read as of the stream record's timestamp. With ``buffer_store`` (a grace period) the
+    record waits in that ``TimeOrderedJoinBuffer`` and joins when evicted, with its own timestamp and headers.
     """
 
     context: NodeContext
 
     def __init__(self, table_store: str, joiner: Callable[[Any, Any], Any], left: bool,
-                 key_selector: Callable[[Any, Any], Any] | None = None) -> None:  # fmt: skip
+                 key_selector: Callable[[Any, Any], Any] | None = None,
+                 buffer_store: str | None = None) -> None:  # fmt: skip
         self.table_store = table_store
         self.joiner = joiner
         self.left = left
         self.key_selector = key_selector
+        self.buffer_store = buffer_store
 
     def init(self, context: Any) -> None:
         super().init(context)
         self.table = context.get_state_store(self.table_store)
+        self.versioned = is_versioned(self.table)
+        self.buffer: Any = None
+        if self.buffer_store is not None:
+            if not self.versioned:
+                raise TopologyError(NOT_VERSIONED)
+            self.buffer = context.get_state_store(self.buffer_store)
 
     def process(self, record: Record) -> None:
         key, value = record.key, record.value
@@ -51,10 +73,25 @@ class KStreamKTableJoin(Processor):
         if value is None or (lookup is None and not self.left):
             self.context.record_dropped("null key or value in stream-table join")
             return
-        found = None if lookup is None else self.table.get(lookup)
+        buffer = self.buffer
+        if buffer is None or not buffer.put(key, value, record.timestamp, record.headers):
+            self._join(record, lookup)
+            return
+        for held in buffer.evict():
+            self._join(Record(held.key, held.value, held.timestamp, held.headers))
+
+    def _join(self, record: Record, lookup: Any = None) -> None:
+        if lookup is None and self.key_selector is None:
+            lookup = record.key
+        if lookup is None:
+            found = None
+        elif self.versioned:
+            found = self.table.get(lookup, record.timestamp)
+        else:
+            found = self.table.get(lookup)
         if found is None and not self.left:
             return
-        self.context.forward(record.with_value(self.joiner(value, None if found is None else found.value)))
+        self.context.forward(record.with_value(self.joiner(record.value, None if found is None else found.value)))
 
 
 INNER, LEFT, OUTER = "inner", "left", "outer"
@@ -88,6 +125,9 @@ class KTableKTableJoinSide(Processor):
             self.context.record_dropped("null key in table-table join")
             return
         change: Change = record.value
+        if not is_latest(change):
+            self.context.record_dropped("out-of-order record from versioned table in table-table join")
+            return
         found = lookup(self.other, key)
         other = None if found is None else found.value
         timestamp = record.timestamp if found is None else max(record.timestamp, found.timestamp)

@@ -1,4 +1,10 @@
-"""KTable processors: the table source (upsert/delete), filter, map_values, to_stream, re-keying."""
+"""KTable processors: the table source (upsert/delete), filter, map_values, to_stream, re-keying.
+
+A table materialized in a versioned store (KIP-914) puts each update at its timestamp and forwards it only when
+the store took it; an update older than the key's latest version is forwarded as an ``OutOfOrderChange``
+(Kafka's ``Change`` with ``isLatest=false``): filter and map_values pass it on as such, to_stream emits it,
+table-table joins and group_by drop it, a non-versioned materialization makes it a plain (latest) change.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,25 @@ from kstream_nb.cluster.records import Headers
 from kstream_nb.processor.api import Change, Processor, ProcessorContext, Record, ValueAndTimestamp
 from kstream_nb.processor.node import Entry, Fail, NodeContext
 from kstream_nb.state.caching import caching_layer
+from kstream_nb.state.versioned import PUT_RETURN_CODE_NOT_PUT, PUT_RETURN_CODE_VALID_TO_UNDEFINED, is_versioned
+
+
+class OutOfOrderChange(Change):
+    """An update of a versioned table older than its key's latest version (Kafka's ``Change.isLatest`` false)."""
+
+    __slots__ = ()
+
+
+def is_latest(change: Change) -> bool:
+    """False for an out-of-order update of a versioned table."""
+    return type(change) is not OutOfOrderChange
+
+
+def versioned_change(new: Any, old: Any, put_return_code: int) -> Change:
+    """The change a versioned store's put makes: latest when the new version has no valid_to."""
+    if put_return_code == PUT_RETURN_CODE_VALID_TO_UNDEFINED:
+        return Change(new, old)
+    return OutOfOrderChange(new, old)
 
 
 def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
@@ -42,6 +67,9 @@ class KTableSource(Processor):
     Null keys are dropped. With ``drop_idempotent`` (explicitly materialized tables, as Kafka does) an
     update with the same value and a timestamp not older than the stored one is not forwarded. When the
     store is cached, changes are forwarded as the cache flushes them (``timestamped_tuple_forwarder``).
+    A versioned store (Kafka's KTableSource over a versioned store): the record is put at its timestamp and
+    forwarded only if put (an update older than the store's grace period is not), with the latest version
+    before it as old value, as an ``OutOfOrderChange`` when a later version exists.
     """
 
     context: NodeContext
@@ -53,7 +81,8 @@ class KTableSource(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
-        self.forward_now = timestamped_tuple_forwarder(self.store, context)
+        self.versioned = is_versioned(self.store)
+        self.forward_now = self.versioned or timestamped_tuple_forwarder(self.store, context)
 
     def process(self, record: Record) -> None:
         key, value = record.key, record.value
@@ -61,6 +90,13 @@ class KTableSource(Processor):
             self.context.record_dropped("null key in table")
             return
         old = self.store.get(key)
+        if self.versioned:
+            code = self.store.put(key, value, record.timestamp)
+            if code != PUT_RETURN_CODE_NOT_PUT:
+                self.context.forward(
+                    record.with_value(versioned_change(value, None if old is None else old.value, code))
+                )
+            return
         if self.drop_idempotent and old is not None and old.value == value and record.timestamp >= old.timestamp:
             return
         self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
@@ -89,7 +125,7 @@ class KTableFilter(Processor):
         change: Change = record.value
         new = self._keep(record.key, change.new_value)
         old = self._keep(record.key, change.old_value)
-        self.context.forward(record.with_value(Change(new, old)))
+        self.context.forward(record.with_value(type(change)(new, old)))  # out-of-order stays out-of-order
 
 
 class KTableMapValues(Processor):
@@ -110,7 +146,7 @@ class KTableMapValues(Processor):
         change: Change = record.value
         self.context.forward(
             record.with_value(
-                Change(self._map(record.key, change.new_value), self._map(record.key, change.old_value))
+                type(change)(self._map(record.key, change.new_value), self._map(record.key, change.old_value))
             )
         )
 
@@ -131,7 +167,12 @@ class KTableToStream(Processor):
 
 
 class KTableMaterialize(Processor):
-    """Writes a table's changes into a store so it can be queried (KTable ``store=...`` after an op)."""
+    """Writes a table's changes into a store so it can be queried (KTable ``store=...`` after an op).
+
+    As Kafka's table processors with a queryable store: a non-versioned store takes every change and the
+    change goes on as the latest; a versioned store puts it at its timestamp and it goes on only if put,
+    latest or out-of-order as the store's put says.
+    """
 
     context: NodeContext
 
@@ -141,11 +182,18 @@ class KTableMaterialize(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        self.versioned = is_versioned(self.store)
 
     def process(self, record: Record) -> None:
-        new = record.value.new_value
+        change: Change = record.value
+        new = change.new_value
+        if self.versioned:
+            code = self.store.put(record.key, new, record.timestamp)
+            if code != PUT_RETURN_CODE_NOT_PUT:
+                self.context.forward(record.with_value(versioned_change(new, change.old_value, code)))
+            return
         self.store.put(record.key, None if new is None else ValueAndTimestamp(new, record.timestamp))
-        self.context.forward(record)
+        self.context.forward(record if is_latest(change) else record.with_value(Change(new, change.old_value)))
 
 
 class KTableRepartitionMap(Processor):
@@ -171,6 +219,8 @@ class KTableRepartitionMap(Processor):
 
     def process(self, record: Record) -> None:
         change: Change = record.value
+        if not is_latest(change):
+            return  # as Kafka: an aggregate of a versioned table takes its latest versions only
         new = self._map(record.key, change.new_value)
         old = self._map(record.key, change.old_value)
         if new is not None and old is not None and new[0] == old[0]:

@@ -30,7 +30,11 @@ from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.changelogging import StoreMeter
-from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
+from kstream_nb.state.query import (
+    CompositeReadOnlyKeyValueStore,
+    CompositeVersionedKeyValueStore,
+    CompositeWindowStore,
+)
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
 
@@ -568,6 +572,8 @@ class KafkaStreams:
 
         if isinstance(builder, WindowStoreBuilder):
             return CompositeWindowStore(name, stores)
+        if getattr(builder, "versioned", False):  # get(key) and get(key, as_of_timestamp)
+            return CompositeVersionedKeyValueStore(name, stores)
         if is_global or isinstance(builder, TimestampedKeyValueStoreBuilder):
             return CompositeReadOnlyKeyValueStore(name, lambda: [PlainValueView(s) for s in stores()])
         return CompositeReadOnlyKeyValueStore(name, stores)

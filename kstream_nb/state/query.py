@@ -78,6 +78,28 @@ class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
         return f"<p>store <code>{html.escape(self.name)}</code></p>{head}{more}"
 
 
+class CompositeVersionedKeyValueStore(CompositeReadOnlyKeyValueStore):
+    """``app.store(name)`` for a versioned store: ``get(key)`` the latest version, ``get(key, as_of)`` the
+    version valid then (a ``VersionedRecord``: value, timestamp, valid_to); scans and ``to_pandas`` show latest
+    versions."""
+
+    def get(self, key: Any, as_of_timestamp: int | None = None) -> Any:
+        for store in self._stores():
+            found = store.get(key, as_of_timestamp)  # type: ignore[call-arg]  # versioned stores
+            if found is not None:
+                return found
+        return None
+
+    def to_pandas(self, expand: bool = False) -> pd.DataFrame:
+        """Latest versions: ``key``, ``value`` and ``timestamp`` (the version's valid-from) columns."""
+        rows = [(kv.key, kv.value.value, kv.value.timestamp) for kv in self.all()]
+        frame = pd.DataFrame(rows, columns=["key", "value", "timestamp"])
+        if expand and rows and all(isinstance(value, dict) for _, value, _ in rows):
+            fields = pd.json_normalize([value for _, value, _ in rows])
+            frame = pd.concat([frame[["key"]], fields, frame[["timestamp"]]], axis=1)
+        return frame
+
+
 class CompositeWindowStore:
     """``app.store(name)`` for window and session stores: windows of every local task, plain values."""
 

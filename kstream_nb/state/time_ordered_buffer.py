@@ -1,0 +1,193 @@
+"""The buffer of a stream-table join with a grace period (Kafka's ``RocksDBTimeOrderedKeyValueBuffer``).
+
+Stream records wait here, in (timestamp, key bytes + sequence number) order, until the buffer's stream time
+minus the grace period reaches their timestamp. The buffer's stream time is the largest timestamp put into it
+(so records the join drops, or joins at once because they are late, do not advance it). Every put and every
+eviction is change-logged (the entry, then a tombstone) to ``<application_id>-<store>-changelog``, and a restore
+rebuilds the entries and the stream time from it.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import insort
+from typing import Any, NamedTuple
+
+from kstream_nb.cluster.records import Headers
+from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.errors import SerializationError
+from kstream_nb.state.store import StateStore, StateStoreContext
+
+_TS = struct.Struct(">q")
+_SEQ = struct.Struct(">i")
+_LEN = struct.Struct(">i")
+_NO_TIMESTAMP = -1
+
+
+class BufferedRecord(NamedTuple):
+    """A stream record waiting in the buffer: what the join needs of it when it is evicted."""
+
+    key: Any
+    value: Any
+    timestamp: int
+    headers: Headers
+
+
+def _encode_value(value: bytes, headers: Headers) -> bytes:
+    parts = [_LEN.pack(len(headers))]
+    for name, header in headers:
+        encoded = name.encode()
+        parts += (_LEN.pack(len(encoded)), encoded)
+        parts += (_LEN.pack(-1),) if header is None else (_LEN.pack(len(header)), bytes(header))
+    parts.append(value)
+    return b"".join(parts)
+
+
+def _decode_value(data: bytes) -> tuple[bytes, Headers]:
+    (count,) = _LEN.unpack_from(data)
+    pos, headers = _LEN.size, []
+    for _ in range(count):
+        (n,) = _LEN.unpack_from(data, pos)
+        name = data[pos + 4 : pos + 4 + n].decode()
+        pos += 4 + n
+        (n,) = _LEN.unpack_from(data, pos)
+        headers.append((name, None if n < 0 else data[pos + 4 : pos + 4 + n]))
+        pos += 4 + max(n, 0)
+    return data[pos:], tuple(headers)
+
+
+class TimeOrderedJoinBuffer(StateStore):
+    """Stream records held for a grace period, evicted in time order."""
+
+    persistent = False
+
+    def __init__(self, name: str, grace_ms: int, key_serde: Serde, value_serde: Serde,
+                 logging_enabled: bool = True) -> None:  # fmt: skip
+        self._name = name
+        self.grace_ms = grace_ms
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.logging_enabled = logging_enabled
+        #: the largest timestamp put (Kafka: the buffer store's observed stream time)
+        self.observed_stream_time = _NO_TIMESTAMP
+        #: (timestamp, key bytes + sequence number) -> the buffered record, and the keys in order
+        self._entries: dict[tuple[int, bytes], BufferedRecord] = {}
+        self._order: list[tuple[int, bytes]] = []
+        self._seqnum = 0
+        self._open = False
+        self._topic = ""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        if self.logging_enabled:
+            self._topic = context.changelog_topic(self._name)
+            self._write = context.changelog_writer(self._topic)
+        context.register(root if root is not None else self, self._restore, self._topic or None)
+        self._open = True
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._open = False
+        self._entries, self._order = {}, []
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def put(self, key: Any, value: Any, timestamp: int, headers: Headers = ()) -> bool:
+        """Buffers a record; False (not buffered) when it is older than stream time minus the grace period."""
+        if self.observed_stream_time - self.grace_ms > timestamp:
+            return False
+        if key is None:
+            raise ValueError(
+                f"join buffer {self._name!r}: a record with a null key cannot wait for the grace period "
+                "(Kafka Streams' buffer rejects it the same way)"
+            )
+        topic = self._topic or self._name
+        key_bytes = self.key_serde.serialize(topic, key) or b""
+        self._seqnum = (self._seqnum + 1) & 0x7FFFFFFF
+        slot = (timestamp, key_bytes + _SEQ.pack(self._seqnum))
+        self._entries[slot] = BufferedRecord(key, value, timestamp, headers)
+        insort(self._order, slot)
+        self.observed_stream_time = max(self.observed_stream_time, timestamp)
+        if self.logging_enabled:
+            value_bytes = self.value_serde.serialize(topic, value) or b""
+            self._write(_TS.pack(timestamp) + slot[1], _encode_value(value_bytes, headers), timestamp)
+        return True
+
+    def evict(self) -> list[BufferedRecord]:
+        """Removes and returns, in time order, the records at or before stream time minus the grace period."""
+        limit = self.observed_stream_time - self.grace_ms
+        order = self._order
+        count = 0
+        while count < len(order) and order[count][0] <= limit:
+            count += 1
+        if not count:
+            return []
+        slots, self._order = order[:count], order[count:]
+        out = [self._entries.pop(slot) for slot in slots]
+        if self.logging_enabled:
+            for slot in slots:
+                self._write(_TS.pack(slot[0]) + slot[1], None, slot[0])
+        return out
+
+    def _restore(self, batch: list[tuple[Any, ...]]) -> None:
+        topic = self._topic
+        for key_bytes, value_bytes, *_ in batch:
+            if key_bytes is None or len(key_bytes) < _TS.size + _SEQ.size:
+                raise SerializationError(f"corrupt join buffer key in topic {topic!r}: {key_bytes!r}")
+            timestamp = _TS.unpack_from(key_bytes)[0]
+            slot = (timestamp, key_bytes[_TS.size :])
+            self.observed_stream_time = max(self.observed_stream_time, timestamp)
+            if value_bytes is None:
+                if self._entries.pop(slot, None) is not None:
+                    self._order.remove(slot)
+                continue
+            value, headers = _decode_value(value_bytes)
+            key = self.key_serde.deserialize(topic, key_bytes[_TS.size : -_SEQ.size])
+            if slot not in self._entries:
+                insort(self._order, slot)
+            record_value = self.value_serde.deserialize(topic, value)
+            self._entries[slot] = BufferedRecord(key, record_value, timestamp, headers)
+            # new puts continue after the restored sequence numbers (so none replaces a restored record)
+            self._seqnum = max(self._seqnum, _SEQ.unpack_from(key_bytes, len(key_bytes) - _SEQ.size)[0])
+
+    def __repr__(self) -> str:
+        return f"TimeOrderedJoinBuffer({self._name!r}, grace_ms={self.grace_ms}, records={len(self._order)})"
+
+
+class TimeOrderedJoinBufferBuilder:
+    """Builds a task's join buffer; serdes left None fall back to the app's defaults (then JSON)."""
+
+    caching_enabled = False
+
+    def __init__(self, name: str, grace_ms: int, key_serde: SerdeSpec | None = None,
+                 value_serde: SerdeSpec | None = None) -> None:  # fmt: skip
+        self.name = name
+        self.grace_ms = grace_ms
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.logging_enabled = True
+        self.log_config: dict[str, str] = {}
+
+    def with_logging_disabled(self) -> TimeOrderedJoinBufferBuilder:
+        """No changelog: buffered records are lost when the task moves or the app restarts."""
+        self.logging_enabled = False
+        return self
+
+    def build(self, default_key_serde: SerdeSpec | None = None,
+              default_value_serde: SerdeSpec | None = None) -> TimeOrderedJoinBuffer:  # fmt: skip
+        key = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
+        value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
+        return TimeOrderedJoinBuffer(self.name, self.grace_ms, key, value, self.logging_enabled)
+
+    def __repr__(self) -> str:
+        return f"TimeOrderedJoinBufferBuilder({self.name!r}, grace_ms={self.grace_ms})"
