@@ -13,6 +13,7 @@ from kstream_nb.processor.table_aggregate import KTableAggregate, KTableReduce
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
+    from kstream_nb.dsl.cogrouped import CogroupedKStream
     from kstream_nb.dsl.kstream import KStream
     from kstream_nb.dsl.windowed import WindowedKStream
 
@@ -57,6 +58,13 @@ class KGroupedStream:
         from kstream_nb.dsl.windowed import WindowedKStream
 
         return WindowedKStream(self, windows)
+
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+        """Starts a cogroup: ``aggregator(key, value, agg)`` for this stream; add others with ``.cogroup(g, agg)``
+        and ``aggregate`` them all into one table (Kafka's KIP-150)."""
+        from kstream_nb.dsl.cogrouped import CogroupedKStream
+
+        return CogroupedKStream(self, aggregator)
 
     def count(self, store: str | None = None) -> KTable:
         """Number of records per key (records with a null value are not counted)."""
