@@ -33,6 +33,7 @@ from kstream_nb.processor.api import (
     Record,
 )
 from kstream_nb.processor.expressions import col, lit
+from kstream_nb.processor.fixed_key import FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord
 from kstream_nb.processor.suppress import BufferConfig, Suppressed, until_time_limit, until_window_closes
 from kstream_nb.processor.timestamps import (
     FieldTimestampExtractor,
@@ -99,6 +100,9 @@ __all__ = [
     "Change",
     "DeserializationError",
     "FieldTimestampExtractor",
+    "FixedKeyProcessor",
+    "FixedKeyProcessorContext",
+    "FixedKeyRecord",
     "GlobalKTable",
     "JoinWindows",
     "KGroupedStream",

@@ -121,19 +121,22 @@ class KStream:
 
         ``stores`` are store names added with ``builder.add_state_store`` or store builders (added here).
         """
-        if not callable(supplier):
-            raise TypeError(f"process needs a Processor class or a supplier function, got {supplier!r}")
-        names = []
-        for store in stores:
-            if isinstance(store, str):
-                names.append(store)
-            else:
-                if store.name not in self._builder.topology.store_builders:
-                    self._builder.add_state_store(store)
-                names.append(store.name)
+        from kstream_nb.dsl.processing import check_supplier, connect_stores
+
+        check_supplier(supplier, "process")
+        names = connect_stores(self._builder, stores)
         node = name or self._builder.new_name("KSTREAM-PROCESSOR")
         self._builder.topology.add_processor(node, supplier, self.node, stores=names)
         return KStream(self._builder, node, None, None, True)
+
+    def process_values(
+        self, supplier: Callable[[], Any], stores: Iterable[Any] = (), name: str | None = None
+    ) -> KStream:
+        """Runs a ``FixedKeyProcessor`` (``supplier()``): it may change values, never keys, so no repartition
+        follows (Kafka's ``processValues``); ``stores`` as for ``process``."""
+        from kstream_nb.dsl.processing import process_values
+
+        return process_values(self, supplier, stores, name)
 
     # ---- pandas style --------------------------------------------------------------------------
 
