@@ -401,7 +401,7 @@ def _pow(a: Any, b: Any) -> Any:
         return None
     try:
         result = a**b
-    except ZeroDivisionError:
+    except (ZeroDivisionError, OverflowError):  # 0 ** -1, 10.0 ** 400: inf as numpy gives in a batch
         return _zero_div(operator.pow, a, b)
     return float("nan") if isinstance(result, complex) else result
 
