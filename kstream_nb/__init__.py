@@ -41,6 +41,7 @@ from kstream_nb.processor.timestamps import (
     TimestampExtractor,
     WallclockTimestampExtractor,
 )
+from kstream_nb.processor.topic_extractor_sink import RecordContext
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
 from kstream_nb.runtime.config import StreamsConfig
@@ -117,6 +118,7 @@ __all__ = [
     "ProcessorContext",
     "PunctuationType",
     "Record",
+    "RecordContext",
     "RecordTimestampExtractor",
     "Serde",
     "Serdes",

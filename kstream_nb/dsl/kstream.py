@@ -10,6 +10,7 @@ from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.sink import StreamPartitioner
 from kstream_nb.processor.table_ops import KTableSource
+from kstream_nb.processor.topic_extractor_sink import TopicNameExtractor
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -162,13 +163,17 @@ class KStream:
 
     def to(
         self,
-        topic: str,
+        topic: str | TopicNameExtractor,
         key_serde: Any = None,
         value_serde: Any = None,
         partitioner: StreamPartitioner | None = None,
         name: str | None = None,
     ) -> None:
-        """Writes the stream to ``topic`` (key partitioned with murmur2 unless ``partitioner`` is given)."""
+        """Writes the stream to ``topic`` (key partitioned with murmur2 unless ``partitioner`` is given).
+
+        ``topic`` may be a topic name extractor, ``fn(key, value, record_context) -> topic name``, choosing
+        each record's topic; as in Kafka Streams those topics must exist (they are not created).
+        """
         node = name or self._builder.new_name("KSTREAM-SINK")
         self._builder.topology.add_sink(
             node,
@@ -187,6 +192,8 @@ class KStream:
         partitioner: StreamPartitioner | None = None,
     ) -> KStream:
         """Writes to a user topic (which must exist) and reads it back: a new sub-topology starts here."""
+        if not isinstance(topic, str):
+            raise TypeError(f"through needs a topic name, got {topic!r}")
         self.to(topic, key_serde, value_serde, partitioner)
         return self._builder.stream(
             topic,

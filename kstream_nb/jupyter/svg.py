@@ -72,7 +72,7 @@ def _layout_sub(sub: dict[str, Any], repartition: set[str], changelog: set[str],
             kind = "repartition" if topic in repartition else "topic"
             out.items.setdefault(f"topic:{topic}", _Item(f"topic:{topic}", kind, topic, 0))
             out.edges.append((f"topic:{topic}", f"node:{name}", False))
-        if node["type"] == "sink":
+        if node["type"] == "sink" and node["topic"] is not None:  # (None: the topic is chosen per record)
             topic = node["topic"]
             kind = "repartition" if topic in repartition else "sink-topic"
             out.items.setdefault(f"sinktopic:{topic}", _Item(f"sinktopic:{topic}", kind, topic, row + 1))

@@ -597,8 +597,9 @@ def output_topics(app: KafkaStreams) -> list[str]:
     out: list[str] = []
     for sub in d["subtopologies"]:
         for node in sub["nodes"]:
-            if node["type"] == "sink" and node["topic"] not in internal and node["topic"] not in out:
-                out.append(node["topic"])
+            topic = node.get("topic")
+            if node["type"] == "sink" and topic is not None and topic not in internal and topic not in out:
+                out.append(topic)
     return out
 
 

@@ -101,6 +101,10 @@ class ProducerCollector:
         self.flush()
         self.producer.send_columnar(topic, batch, partition)
 
+    def topic_exists(self, topic: str) -> bool:
+        """Whether the cluster has ``topic`` (never creates it)."""
+        return topic in self._counts or self.admin.partition_count(topic) is not None
+
     def partition_count(self, topic: str) -> int:
         count = self._counts.get(topic)
         if count is None:

@@ -212,6 +212,12 @@ class StreamTask:
     def partition_count(self, topic: str) -> int:
         return self._collector.partition_count(topic)
 
+    def topic_exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists (a sink whose topic a topic name extractor chooses writes only to topics
+        that do); collectors without a cluster (test driver, backtest) take every topic."""
+        exists = getattr(self._collector, "topic_exists", None)
+        return True if exists is None else bool(exists(topic))
+
     def send(
         self,
         topic: str,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.topology.topology import ProcessorSpec, SinkSpec, SourceSpec
+from kstream_nb.processor.topic_extractor_sink import describe_extractor
+from kstream_nb.topology.topology import ExtractorSinkSpec, ProcessorSpec, SinkSpec, SourceSpec
 
 if TYPE_CHECKING:
     from kstream_nb.topology.topology import Topology
@@ -32,6 +33,10 @@ class TopologyDescription:
                     node.update(type="source", topics=list(spec.topics), predecessors=[])
                 elif isinstance(spec, SinkSpec):
                     node.update(type="sink", topic=spec.topic, predecessors=list(spec.parents))
+                elif isinstance(spec, ExtractorSinkSpec):
+                    extractor = describe_extractor(spec.topic_extractor)
+                    node.update(type="sink", topic=None, topic_extractor=extractor)
+                    node.update(predecessors=list(spec.parents))
                 else:
                     assert isinstance(spec, ProcessorSpec)
                     node.update(type="processor", stores=list(spec.stores), predecessors=list(spec.parents))
@@ -54,6 +59,8 @@ class TopologyDescription:
             for node in sub["nodes"]:
                 if node["type"] == "source":
                     lines.append(f"    Source: {node['name']} (topics: [{', '.join(node['topics'])}])")
+                elif node["type"] == "sink" and node["topic"] is None:  # Kafka prints the extractor
+                    lines.append(f"    Sink: {node['name']} (extractor class: {node['topic_extractor']})")
                 elif node["type"] == "sink":
                     lines.append(f"    Sink: {node['name']} (topic: {node['topic']})")
                 else:
@@ -84,7 +91,7 @@ class TopologyDescription:
                     edges.append(f"  {nid('node', node['name'])} --- {nid('store', store)}")
                 for topic in node.get("topics", []):
                     edges.append(f"  {nid('topic', topic)} --> {nid('node', node['name'])}")
-                if node["type"] == "sink":
+                if node["type"] == "sink" and node["topic"] is not None:
                     edges.append(f"  {nid('node', node['name'])} --> {nid('topic', node['topic'])}")
             lines.append("  end")
         for key, ident in list(ids.items()):

@@ -16,6 +16,7 @@ from kstream_nb.processor.api import ProcessorSupplier
 from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.sink import SinkProcessor, StreamPartitioner
 from kstream_nb.processor.timestamps import TimestampExtractor, timestamp_extractor_from
+from kstream_nb.processor.topic_extractor_sink import TopicExtractorSink, TopicNameExtractor
 
 if TYPE_CHECKING:
     from kstream_nb.state.builders import StoreFactory
@@ -49,7 +50,19 @@ class SinkSpec:
     partitioner: StreamPartitioner | None
 
 
-NodeSpec = SourceSpec | ProcessorSpec | SinkSpec
+@dataclass
+class ExtractorSinkSpec:
+    """A sink writing each record to the topic ``topic_extractor(key, value, record_context)`` names."""
+
+    name: str
+    topic_extractor: TopicNameExtractor
+    parents: tuple[str, ...]
+    key_serde: Serde | None
+    value_serde: Serde | None
+    partitioner: StreamPartitioner | None
+
+
+NodeSpec = SourceSpec | ProcessorSpec | SinkSpec | ExtractorSinkSpec
 
 
 @dataclass
@@ -134,17 +147,24 @@ class Topology:
     def add_sink(
         self,
         name: str,
-        topic: str,
+        topic: str | TopicNameExtractor,
         *parent_names: str,
         key_serde: Any = None,
         value_serde: Any = None,
         partitioner: StreamPartitioner | None = None,
     ) -> Topology:
-        """A sink writing to ``topic``; ``partitioner(key, value, n)`` picks partitions if given."""
+        """A sink writing to ``topic``, or to the topic ``topic(key, value, record_context)`` names per record
+        (a topic name extractor; its topics must exist); ``partitioner(key, value, n)`` picks partitions."""
         if not parent_names:
             raise TopologyError(f"sink {name!r} needs at least one parent")
         self._check_parents(name, parent_names)
-        self._add(SinkSpec(name, topic, tuple(parent_names), _serde(key_serde), _serde(value_serde), partitioner))
+        parents = tuple(parent_names)
+        if isinstance(topic, str):
+            self._add(SinkSpec(name, topic, parents, _serde(key_serde), _serde(value_serde), partitioner))
+        elif callable(topic):
+            self._add(ExtractorSinkSpec(name, topic, parents, _serde(key_serde), _serde(value_serde), partitioner))
+        else:
+            raise TopologyError(f"sink {name!r}: topic must be a name or a topic name extractor, got {topic!r}")
         return self
 
     def add_state_store(self, builder: StoreFactory, *processor_names: str) -> Topology:
@@ -225,7 +245,7 @@ class Topology:
         for parent in parents:
             if parent not in self._nodes:
                 raise TopologyError(f"{name!r}: parent {parent!r} does not exist")
-            if isinstance(self._nodes[parent], SinkSpec):
+            if isinstance(self._nodes[parent], (SinkSpec, ExtractorSinkSpec)):
                 raise TopologyError(f"{name!r}: parent {parent!r} is a sink and cannot have children")
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -348,6 +368,16 @@ class Topology:
                     name,
                     SinkProcessor(
                         spec.topic,
+                        spec.key_serde or default_key_serde,
+                        spec.value_serde or default_value_serde,
+                        spec.partitioner,
+                    ),
+                )
+            elif isinstance(spec, ExtractorSinkSpec):
+                node = ProcessorNode(
+                    name,
+                    TopicExtractorSink(
+                        spec.topic_extractor,
                         spec.key_serde or default_key_serde,
                         spec.value_serde or default_value_serde,
                         spec.partitioner,
