@@ -64,9 +64,10 @@ def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
 class KTableSource(Processor):
     """Upserts each record into the table's store (null value deletes) and forwards the change.
 
-    Null keys are dropped. With ``drop_idempotent`` (explicitly materialized tables, as Kafka does) an
-    update with the same value and a timestamp not older than the stored one is not forwarded. When the
-    store is cached, changes are forwarded as the cache flushes them (``timestamped_tuple_forwarder``).
+    Null keys are dropped. Every update is forwarded, also one with the value the key already has (Kafka
+    Streams 4.4 emits on update: KIP-557's emit-on-change for table sources was rolled back; checked against
+    its TopologyTestDriver). When the store is cached, changes are forwarded as the cache flushes them
+    (``timestamped_tuple_forwarder``).
     A versioned store (Kafka's KTableSource over a versioned store): the record is put at its timestamp and
     forwarded only if put (an update older than the store's grace period is not), with the latest version
     before it as old value, as an ``OutOfOrderChange`` when a later version exists.
@@ -74,9 +75,10 @@ class KTableSource(Processor):
 
     context: NodeContext
 
-    def __init__(self, store_name: str, drop_idempotent: bool = False) -> None:
+    def __init__(self, store_name: str, queryable: bool = False) -> None:
         self.store_name = store_name
-        self.drop_idempotent = drop_idempotent
+        #: the table was materialized under a name the user chose (Kafka's queryableName)
+        self.queryable = queryable
 
     def init(self, context: Any) -> None:
         super().init(context)
@@ -96,8 +98,6 @@ class KTableSource(Processor):
                 self.context.forward(
                     record.with_value(versioned_change(value, None if old is None else old.value, code))
                 )
-            return
-        if self.drop_idempotent and old is not None and old.value == value and record.timestamp >= old.timestamp:
             return
         self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
         if self.forward_now:

@@ -237,12 +237,15 @@ class CaseGraph:
         key_serde, value_serde = self.serde(node.get("key_type")), self.serde(node.get("value_type"))
         if node["op"] == "stream":
             return b.stream(topic, key_serde, value_serde, timestamp_extractor=self.timestamp_extractor)
-        store = self._store(node)
-        if store:
-            self.stores[node["id"]] = store
         if node["op"] == "globalTable":
+            store = self._store(node)
+            if store:
+                self.stores[node["id"]] = store
             return b.global_table(topic, key_serde, value_serde, store=store)
-        return b.table(topic, key_serde, value_serde, timestamp_extractor=self.timestamp_extractor, store=store)
+        materialized = self._named_store(node).get("store")
+        return b.table(
+            topic, key_serde, value_serde, timestamp_extractor=self.timestamp_extractor, store=materialized
+        )
 
     def _aggregate(self, src: Any, node: dict[str, Any]) -> Any:
         store = self._store(node)
@@ -289,8 +292,15 @@ class CaseGraph:
         return getattr(left, method)(right, joiner)
 
     def _named_store(self, node: dict[str, Any]) -> dict[str, Any]:
-        """``store=`` for a table op whose node names its store (else nothing: the op stays unmaterialized)."""
+        """``store=`` for a table op whose node names its store (else nothing: the op stays unmaterialized); with
+        ``store.versioned_history_retention_ms`` a versioned store supplier, named like the Java runner does
+        (``store.name``, else the node id)."""
         store = self._store(node)
+        retention = (node.get("store") or {}).get("versioned_history_retention_ms")
+        if retention is not None:
+            name = store or self.rename(node["id"])
+            self.stores[node["id"]] = name
+            return {"store": ks.Stores.persistent_versioned_key_value_store(name, retention)}
         if store is None:
             return {}
         self.stores[node["id"]] = store

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 import kstream_nb as ks
+from kstream_nb.state.versioned import VersionedRecord
 from tests.conformance.harness import SERDES, CaseGraph, as_dict
 from tests.reference.schema import NodeInfo, window_end
 
@@ -31,7 +32,7 @@ def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _value(value: Any) -> Any:
-    return value.value if isinstance(value, ks.ValueAndTimestamp) else value
+    return value.value if isinstance(value, ks.ValueAndTimestamp | VersionedRecord) else value
 
 
 def read_store(driver: ks.TopologyTestDriver, name: str, info: NodeInfo) -> list[dict[str, Any]]:
