@@ -226,6 +226,14 @@ class KTable:
         table.window_close_ms = self.window_close_ms
         return table
 
+    def transform_values(self, supplier: Callable[[], Any], store: str | None = None, value_serde: Any = None,
+                         stores: Any = (), name: str | None = None) -> KTable:  # fmt: skip
+        """``supplier()``'s ``transform(key, value)`` for every update, deletes too (Kafka's ``transformValues``);
+        see ``kstream_nb.dsl.table_transform``."""
+        from kstream_nb.dsl.table_transform import transform_values
+
+        return transform_values(self, supplier, store, value_serde, stores, name)
+
     def queryable_store_name(self) -> str | None:
         """The name ``app.store(...)`` answers to, when the table was materialized with ``store=``."""
         return self.store_name
