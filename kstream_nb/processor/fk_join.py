@@ -28,6 +28,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.table_ops import is_latest
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore
@@ -321,6 +322,9 @@ class SubscriptionSend(Processor):
     def process(self, record: Record) -> None:
         key = record.key
         change: Change = record.value
+        if not is_latest(change):  # Kafka drops out-of-order updates of a versioned table (KIP-914)
+            self.context.record_dropped("out-of-order record from versioned table in foreign-key join")
+            return
         old, new = change.old_value, change.new_value
         if old is None and new is None:
             return  # deleting a row that does not exist
@@ -456,6 +460,9 @@ class ForeignTableJoin(Processor):
         fk = record.key
         if fk is None:
             self.context.record_dropped("null key in foreign-key join (right table)")
+            return
+        if not is_latest(record.value):  # as SubscriptionSend
+            self.context.record_dropped("out-of-order record from versioned table in foreign-key join")
             return
         new = record.value.new_value
         forward = self.context.forward
