@@ -14,13 +14,17 @@ The last line printed is ``reference diff: N cases, A agree, D differ``; the exi
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,15 +56,41 @@ class JavaRunnerError(RuntimeError):
     """The Java runner could not run (no jar, JVM failure)."""
 
 
+def snapshot(jar: Path, wait_s: float = 300.0) -> Path:
+    """A private copy of ``jar`` (a rebuild of the shared one during a run does not break the run); waits while
+    the jar is being written (no manifest with a Main-Class yet)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if not jar.is_file():
+            raise JavaRunnerError(f"{jar} is missing: build it with scripts/reference_diff.sh (mvn package)")
+        fd, name = tempfile.mkstemp(prefix="ksnb-reference-runner-", suffix=".jar")
+        os.close(fd)
+        copy_path = Path(name)
+        shutil.copyfile(jar, copy_path)
+        try:
+            with zipfile.ZipFile(copy_path) as z:
+                if b"Main-Class" in z.read("META-INF/MANIFEST.MF"):
+                    atexit.register(copy_path.unlink, missing_ok=True)
+                    return copy_path
+        except (zipfile.BadZipFile, KeyError, OSError):
+            pass
+        copy_path.unlink(missing_ok=True)
+        if time.monotonic() > deadline:
+            raise JavaRunnerError(f"{jar} is not a runnable jar (still being built?)")
+        time.sleep(2)
+
+
 def java_side(jar: Path = JAR, timeout_s: float = 3600.0) -> Side:
-    """The Java reference runner: one JVM per batch, cases written to its stdin while results are read."""
+    """The Java reference runner: one JVM per batch, cases written to its stdin while results are read (from a
+    private copy of the jar, made at the first batch)."""
+    private: list[Path] = []
 
     def run(cases: list[Case]) -> list[Result]:
         if not cases:
             return []
-        if not jar.is_file():
-            raise JavaRunnerError(f"{jar} is missing: build it with scripts/reference_diff.sh (mvn package)")
-        cmd = ["java", *JVM_OPTIONS, "-jar", str(jar), "--vocabulary", str(VOCABULARY)]
+        if not private:
+            private.append(snapshot(jar))
+        cmd = ["java", *JVM_OPTIONS, "-jar", str(private[0]), "--vocabulary", str(VOCABULARY)]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         stdin, stderr_chunks = proc.stdin, []
@@ -455,9 +485,36 @@ def load_cases(path: Path) -> list[Case]:
     return [item["case"] if "case" in item and "topology" not in item else item for item in items]
 
 
+def aspects(java: Result, python: Result) -> tuple[str, ...]:
+    """Which parts of two results differ: error, output, store, dropped_records_total."""
+    return tuple(sorted({d.split(":")[0].split(" ")[0] for d in differences(java, python)}))
+
+
+def ops_of(case: Case) -> str:
+    return " ".join(n["op"] for n in case["topology"])
+
+
+def pick_for_shrinking(differing: list[tuple[Case, Result, Result]], limit: int) -> list[int]:
+    """Indexes of at most ``limit`` differing cases, spread over their kinds of difference (error kinds, differing
+    parts, set of ops): one of each kind first, then a second of each, ..."""
+    by_kind: dict[tuple[Any, ...], list[int]] = {}
+    for i, (c, j, p) in enumerate(differing):
+        kind = (signature(j, p), aspects(j, p), frozenset(n["op"] for n in c["topology"]))
+        by_kind.setdefault(kind, []).append(i)
+    chosen: list[int] = []
+    queues = list(by_kind.values())
+    while len(chosen) < limit and any(queues):
+        for q in queues:
+            if q and len(chosen) < limit:
+                chosen.append(q.pop(0))
+    return sorted(chosen)
+
+
 def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrink: bool = True,
-            budget_s: float = 600.0, log: Callable[[str], None] = print) -> Report:  # fmt: skip
-    """Runs ``cases`` on both sides, shrinks and writes the differing ones to ``out``."""
+            budget_s: float = 600.0, max_shrink: int = 60,
+            log: Callable[[str], None] = print) -> Report:  # fmt: skip
+    """Runs ``cases`` on both sides; shrinks (at most ``max_shrink`` of) the differing ones and writes them to
+    ``out`` as ``<id>.json`` with both results."""
     report = Report(cases=len(cases))
     j_res, p_res, report.java_s, report.python_s = run_both(java, python, cases)
     differing = []
@@ -468,30 +525,43 @@ def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrin
             differing.append((case, j, p))
         else:
             report.agree += 1
-    if differing and shrink:
-        log(f"shrinking {len(differing)} differing cases")
-        minimal = shrink_all(java, python, [(c, signature(j, p)) for c, j, p in differing], budget_s, log)
-    else:
-        minimal = [c for c, _, _ in differing]
-    if minimal:
-        j_min, p_min, _, _ = run_both(java, python, minimal)
-    for (case, j, p), small, jm, pm in zip(differing, minimal, j_min if minimal else [], p_min if minimal else []):
-        if not differences(jm, pm):  # shrinking went wrong somewhere (e.g. a flaky side): keep the original
-            small, jm, pm = case, j, p
-        entry = {"id": case["id"], "case": small, "kafka_streams": jm, "kstream_nb": pm,
-                 "differences": differences(jm, pm), "original_size": list(size(case)),
-                 "size": list(size(small))}  # fmt: skip
+    minimal = [c for c, _, _ in differing]
+    shrunk = pick_for_shrinking(differing, max_shrink) if shrink else []
+    if shrunk:
+        log(f"shrinking {len(shrunk)} of {len(differing)} differing cases")
+        todo = [(differing[i][0], signature(differing[i][1], differing[i][2])) for i in shrunk]
+        for i, small in zip(shrunk, shrink_all(java, python, todo, budget_s, log)):
+            minimal[i] = small
+        j_min, p_min, _, _ = run_both(java, python, [minimal[i] for i in shrunk])
+    finals = {i: (differing[i][1], differing[i][2]) for i in range(len(differing))}
+    for k, i in enumerate(shrunk):
+        if differences(j_min[k], p_min[k]):  # else (a flaky side?) the original case stays
+            finals[i] = (j_min[k], p_min[k])
+        else:
+            minimal[i] = differing[i][0]
+    if out is not None and differing:
+        out.mkdir(parents=True, exist_ok=True)
+    for i, (case, _, _) in enumerate(differing):
+        jm, pm = finals[i]
+        entry = {"id": case["id"], "case": minimal[i], "kafka_streams": jm, "kstream_nb": pm,
+                 "differences": differences(jm, pm), "shrunk": i in shrunk, "original_size": list(size(case)),
+                 "size": list(size(minimal[i]))}  # fmt: skip
         if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
             path = out / f"{case['id']}.json"
             path.write_text(json.dumps(entry, indent=1) + "\n")
             entry["path"] = str(path)
+        entry["group"] = (ops_of(minimal[i]), aspects(jm, pm)) if i in shrunk else None
         report.differ.append(entry)
     return report
 
 
-def ops_of(case: Case) -> str:
-    return " ".join(n["op"] for n in case["topology"])
+def groups(report: Report) -> list[list[dict[str, Any]]]:
+    """The shrunk differences grouped by (ops of the minimal case, differing parts), largest group first."""
+    by: dict[Any, list[dict[str, Any]]] = {}
+    for entry in report.differ:
+        if entry["group"] is not None:
+            by.setdefault(entry["group"], []).append(entry)
+    return sorted(by.values(), key=lambda g: (-len(g), g[0]["group"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -502,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases-file", type=Path, default=None, help="run these cases (.jsonl/.json) instead")
     parser.add_argument("--no-shrink", action="store_true", help="write differing cases as they are")
     parser.add_argument("--shrink-budget", type=float, default=900.0, help="seconds of shrinking at most (900)")
+    parser.add_argument("--max-shrink", type=int, default=60, help="differing cases shrunk at most (60), spread "
+                        "over kinds of difference; the others are written as they are")  # fmt: skip
     parser.add_argument("--jar", type=Path, default=JAR)
     args = parser.parse_args(argv)
     cases_file = args.cases_file or (Path(os.environ["KSNB_REFERENCE_CASES"]) if os.environ.get(
@@ -513,12 +585,20 @@ def main(argv: list[str] | None = None) -> int:
         cases = list(generate(args.seed, args.cases))
         print(f"{len(cases)} generated cases (seed {args.seed})")
     start = time.monotonic()
-    report = compare(cases, java_side(args.jar), python_side, args.out, not args.no_shrink, args.shrink_budget)
+    report = compare(cases, java_side(args.jar), python_side, args.out, not args.no_shrink, args.shrink_budget,
+                     args.max_shrink)  # fmt: skip
     for entry in report.differ:
-        print(f"DIFFER {entry['id']} (ops: {ops_of(entry['case'])}; {entry['size'][1]} inputs) -> "
-              f"{entry.get('path')}")  # fmt: skip
+        print(f"DIFFER {entry['id']} ({'minimal: ' if entry['shrunk'] else ''}{ops_of(entry['case'])}; "
+              f"{entry['size'][1]} inputs) -> {entry.get('path')}")  # fmt: skip
         for line in entry["differences"]:
             print(f"    {line[:400]}")
+    grouped = groups(report)
+    if grouped:
+        print(f"{len(grouped)} groups of minimal cases (ops, differing parts):")
+        for g in grouped:
+            ops, parts = g[0]["group"]
+            smallest = min(g, key=lambda e: e["size"])
+            print(f"  {len(g):3d} x [{ops}] differ in {', '.join(parts)}: {smallest.get('path')}")
     print(f"time: Kafka Streams {report.java_s:.1f} s, kstream_nb {report.python_s:.1f} s (run in parallel); "
           f"total with shrinking {time.monotonic() - start:.1f} s")  # fmt: skip
     if report.unsupported:
