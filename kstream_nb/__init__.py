@@ -35,6 +35,7 @@ from kstream_nb.processor.api import (
 from kstream_nb.processor.expressions import col, lit
 from kstream_nb.processor.fixed_key import FixedKeyProcessor, FixedKeyProcessorContext, FixedKeyRecord
 from kstream_nb.processor.suppress import BufferConfig, Suppressed, until_time_limit, until_window_closes
+from kstream_nb.processor.table_transform_values import ValueTransformerWithKey
 from kstream_nb.processor.timestamps import (
     FieldTimestampExtractor,
     RecordTimestampExtractor,
@@ -138,6 +139,7 @@ __all__ = [
     "TopologyError",
     "TopologyTestDriver",
     "ValueAndTimestamp",
+    "ValueTransformerWithKey",
     "WallclockTimestampExtractor",
     "Windowed",
     "backtest",
