@@ -100,8 +100,9 @@ INNER, LEFT, OUTER = "inner", "left", "outer"
 class KTableKTableJoinSide(Processor):
     """One side of a table-table join: on an update, join with the other table's current row.
 
-    inner: emits only when the other row exists; left: every left update, right updates only when the
-    left row exists; outer: every update unless neither side has a row. Timestamp: max of both rows.
+    inner: emits only when the other row exists; left: every left update (but a delete of a row neither
+    side has), right updates only when the left row exists; outer: every update unless neither side has a
+    row. Timestamp: max of both rows.
     """
 
     context: NodeContext
@@ -139,8 +140,8 @@ class KTableKTableJoinSide(Processor):
                 return
             new = self._join(change.new_value, other)
             old = self._join(change.old_value, other)
-        elif kind == OUTER and other is None and change.new_value is None and change.old_value is None:
-            return
+        elif other is None and change.new_value is None and change.old_value is None:
+            return  # outer, or the left side of a left join: deleting a row neither side has emits nothing
         else:
             keep_new = change.new_value is not None or (kind == OUTER and other is not None)
             keep_old = change.old_value is not None or (kind == OUTER and other is not None)
