@@ -315,6 +315,8 @@ final class CaseRunner {
         final Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, APPLICATION_ID);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
+        // the default persistent (RocksDB) stores, as the transcribed expectations assume; opened more cheaply
+        props.put(StreamsConfig.ROCKSDB_CONFIG_SETTER_CLASS_CONFIG, FastRocksDb.class);
         // FORMAT.md's runtime assumptions: left/outer-join null results and on_window_close results are emitted as
         // soon as stream time allows (wall-clock time never advances in the driver)
         props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
@@ -597,7 +599,43 @@ final class CaseRunner {
     }
 
     private void put(final JsonNode n, final Node node) {
+        fillSerdes(node);
         nodes.put(node.id, node);
+    }
+
+    private static java.lang.reflect.Field keySerdeField;
+    private static java.lang.reflect.Field valueSerdeField;
+
+    /**
+     * Gives a KStream/KTable the serdes of its types where the DSL left them unknown (a table from mapValues or a
+     * join without a store, a stream after mapValues...). Kafka would otherwise fall back to the default serdes of
+     * the config for the operators that need one without taking a serde argument (suppress buffers, a foreign-key
+     * join's hash of the left value): the serdes change no semantics, only what bytes internal state holds.
+     */
+    private static void fillSerdes(final Node node) {
+        if (!(node.obj instanceof org.apache.kafka.streams.kstream.internals.AbstractStream)
+            || node.kind.endsWith("_windowed") || node.valueType == null) {
+            return;
+        }
+        try {
+            if (keySerdeField == null) {
+                final Class<?> c = org.apache.kafka.streams.kstream.internals.AbstractStream.class;
+                final java.lang.reflect.Field k = c.getDeclaredField("keySerde");
+                final java.lang.reflect.Field v = c.getDeclaredField("valueSerde");
+                k.setAccessible(true);
+                v.setAccessible(true);
+                keySerdeField = k;
+                valueSerdeField = v;
+            }
+            if (keySerdeField.get(node.obj) == null) {
+                keySerdeField.set(node.obj, keySerde(node));
+            }
+            if (valueSerdeField.get(node.obj) == null) {
+                valueSerdeField.set(node.obj, serde(node.valueType));
+            }
+        } catch (final ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot set the serdes of " + node.id, e);
+        }
     }
 
     /** Explicit node value_type wins over the derived one. */
@@ -771,8 +809,9 @@ final class CaseRunner {
                     split.noDefaultBranch();
                 }
                 for (final Map.Entry<String, KStream<Object, Object>> e : branches.entrySet()) {
-                    nodes.put(e.getKey(), new Node(e.getKey(), "stream", e.getValue(), s.keyType, s.valueType)
-                        .windowedLike(s));
+                    final Node branch = new Node(e.getKey(), "stream", e.getValue(), s.keyType, s.valueType).windowedLike(s);
+                    fillSerdes(branch);
+                    nodes.put(e.getKey(), branch);
                 }
                 return;
             }
@@ -901,14 +940,15 @@ final class CaseRunner {
                 final BinaryOperator<Object> jfn = Functions.JOINERS.get(jf);
                 final ValueJoiner<Object, Object, Object> joiner = jfn::apply;
                 final String vt = vt(n, returns(jf, l.valueType));
-                final Materialized m = materialized(n, l.keyType, vt, false);
+                // the join's result store exists with or without a store field: Materialized.with gives its serdes
+                final Materialized m = materialized(n, l.keyType, vt, true);
                 final KTable<Object, Object> lt = (KTable<Object, Object>) l.obj;
                 final KTable<Object, Object> rt = (KTable<Object, Object>) r.obj;
                 final KTable<Object, Object> joined;
                 if (op.equals("fkJoin")) {
-                    joined = m == null ? lt.join(rt, extractor, joiner) : lt.join(rt, extractor, joiner, m);
+                    joined = lt.join(rt, extractor, joiner, m);
                 } else {
-                    joined = m == null ? lt.leftJoin(rt, extractor, joiner) : lt.leftJoin(rt, extractor, joiner, m);
+                    joined = lt.leftJoin(rt, extractor, joiner, m);
                 }
                 put(n, new Node(id, "table", joined, l.keyType, vt));
                 return;
