@@ -24,7 +24,6 @@ import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -153,7 +152,7 @@ final class CaseRunner {
     private final Map<String, List<Processors.Seen>> captured = new LinkedHashMap<>();
     /** output node id -> records in the result format */
     private final Map<String, ArrayNode> outputs = new LinkedHashMap<>();
-    /** store.name -> {kind of store owner, key type} */
+    /** store.name -> the key type of the store (for a versioned store's changelog keys) */
     private final Map<String, String> storeKeyTypes = new LinkedHashMap<>();
 
     CaseRunner(final Vocabulary vocabulary, final File stateRoot, final boolean describe, final boolean trace) {
@@ -454,10 +453,16 @@ final class CaseRunner {
         return out;
     }
 
-    /** The keys a versioned store may hold: those of its changelog, and every input key of the case. */
+    /** Keys seen on each versioned store's changelog so far (a changelog topic is read once). */
+    private final Map<String, Set<Object>> versionedKeysSeen = new LinkedHashMap<>();
+
+    /**
+     * The keys a versioned store may hold (a versioned store cannot be iterated): the keys written to its changelog,
+     * and every input key of the case.
+     */
     private List<Object> versionedKeys(final TopologyTestDriver driver, final String name, final JsonNode c) {
         final String keyType = storeKeyTypes.getOrDefault(name, "string");
-        final Set<Object> keys = new LinkedHashSet<>();
+        final Set<Object> keys = versionedKeysSeen.computeIfAbsent(name, n -> new LinkedHashSet<>());
         try {
             final TestOutputTopic<Object, byte[]> changelog = driver.createOutputTopic(
                 APPLICATION_ID + "-" + name + "-changelog", serde(keyType).deserializer(), new ByteArrayDeserializer());
@@ -465,17 +470,22 @@ final class CaseRunner {
                 keys.add(r.key());
             }
         } catch (final RuntimeException ignored) {
-            // no changelog records: fall back to the input keys
+            // no changelog records: the input keys remain
         }
+        final Set<Object> all = new LinkedHashSet<>(keys);
         for (final JsonNode step : c.path("steps")) {
             for (final JsonNode record : step.path("input")) {
-                final Object key = parse(record.get("key"), keyType);
-                if (key != null) {
-                    keys.add(key);
+                try {
+                    final Object key = parse(record.get("key"), keyType);
+                    if (key != null) {
+                        all.add(key);
+                    }
+                } catch (final RuntimeException ignored) {
+                    // a key of another type cannot be in this store
                 }
             }
         }
-        return new ArrayList<>(keys);
+        return new ArrayList<>(all);
     }
 
     private static ObjectNode row(final Object key, final Long start, final Long end, final Object v, final Long ts) {
