@@ -316,10 +316,8 @@ final class CaseRunner {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
         // the default persistent (RocksDB) stores, as the transcribed expectations assume; opened more cheaply
         props.put(StreamsConfig.ROCKSDB_CONFIG_SETTER_CLASS_CONFIG, FastRocksDb.class);
-        // FORMAT.md's runtime assumptions: left/outer-join null results and on_window_close results are emitted as
-        // soon as stream time allows (wall-clock time never advances in the driver)
-        props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
-        props.put("__emit.interval.ms.kstreams.windowed.aggregation__", 0L);
+        // (TopologyTestDriver itself sets the internal emit intervals of left/outer-join null results and
+        // on_window_close results to 0, FORMAT.md's runtime assumption: they are emitted as soon as stream time allows)
         if (!config.path("cache").asBoolean(false)) {
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         }
