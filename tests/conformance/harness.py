@@ -73,6 +73,11 @@ class RunningCount(ks.Processor):
         self.context.forward(record.with_value(count))
 
 
+#: a sink serde for windowed keys (kstream_nb has none): only for ``to`` nodes of windowed streams, whose
+#: records are reported as they reach the sink, as the Java runner does
+WINDOWED_KEYS = ks.Serde.of(lambda w: repr((w.key, w.start, w.end)).encode(), lambda data: data)
+
+
 def window_key_to_string(key: Windowed, value: Any) -> tuple[str, Any]:
     """SPEC.md's ``windowKeyToString``: ``key@start/end``."""
     return f"{key.key}@{key.start}/{key.end}", value
@@ -124,8 +129,9 @@ class CaseGraph:
             return None
         return serde_from(SERDES[type_name])
 
-    def key_serde(self, key_type: str | None = "string") -> Any:
-        return self.serde(key_type)
+    def key_serde(self, node_id: str) -> Any:
+        """The serde of a node's (plain) keys in typed mode."""
+        return self.serde(self.info[node_id].key_type) if self.typed else None
 
     def value_serde(self, node_id: str) -> Any:
         return self.serde(self.info[node_id].value_type) if self.typed else None
@@ -133,7 +139,7 @@ class CaseGraph:
     def _type(self, built: Any, info: NodeInfo) -> None:
         """Kafka's serdes on a stream/table, as the Java runner states them on every operation."""
         if not info.windowed:
-            built.key_serde = self.key_serde()
+            built.key_serde = self.serde(info.key_type)
         if info.value_type is not None:
             built.value_serde = self.serde(info.value_type)
 
@@ -184,15 +190,14 @@ class CaseGraph:
                 self.objects[default] = branches[default]
             return None
         if op == "repartition":
-            return src.repartition(key_serde=self.key_serde(), value_serde=self.value_serde(nid))
+            return src.repartition(key_serde=self.key_serde(nid), value_serde=self.value_serde(nid))
         if op == "through":
-            return src.through(self.rename(node["topic"]), self.key_serde(), self.value_serde(nid))
+            return src.through(self.rename(node["topic"]), self.key_serde(nid), self.value_serde(nid))
         if op == "groupByKey":
-            return src.group_by_key(self.key_serde(), self.value_serde(nid))
+            return src.group_by_key(self.key_serde(nid), self.value_serde(nid))
         if op == "groupBy":
-            return src.group_by(
-                fn(node.get("selector") or node["mapper"]), self.key_serde(), self.value_serde(nid)
-            )
+            selector = fn(node.get("selector") or node["mapper"])
+            return src.group_by(selector, self.key_serde(nid), self.value_serde(nid))
         if op == "windowedBy":
             windowed = src.windowed_by(_windows(node))
             if node.get("emit_strategy"):
@@ -215,7 +220,7 @@ class CaseGraph:
         if op == "process":
             name = self.rename(f"running-count-{nid}")
             store = Stores.key_value_store_builder(
-                Stores.in_memory_key_value_store(name), self.key_serde(), self.serde("long")
+                Stores.in_memory_key_value_store(name), self.key_serde(nid), self.serde("long")
             )
             return src.process(lambda: RunningCount(name), stores=[store])
         if op in ("capture", "to") and isinstance(src, ks.KTable):
@@ -225,9 +230,8 @@ class CaseGraph:
             return None
         if op == "to":
             windowed = self.typed and self.info[node["from"]].windowed
-            src.to(
-                self.rename(node["topic"]), None if windowed else self.key_serde(), self.value_serde(node["from"])
-            )
+            key_serde = WINDOWED_KEYS if windowed else self.key_serde(node["from"])
+            src.to(self.rename(node["topic"]), key_serde, self.value_serde(node["from"]))
             self._capture(src, nid)
             return None
         raise ValueError(f"unknown op {op!r}")

@@ -90,18 +90,32 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def parse(value: Any, type_name: str) -> Any:
+    """A JSON key or value as the Java runner reads it for ``type_name`` (a number for a string type is its JSON
+    text, a string for a number type is parsed)."""
+    if value is None:
+        return None
+    if type_name == "string":
+        return value if isinstance(value, str) else orjson.dumps(value).decode()
+    if type_name in ("long", "int", "integer"):
+        return int(value)
+    return float(value)
+
+
 def _pipe(case: dict[str, Any], graph: CaseGraph, driver: ks.TopologyTestDriver, result: dict[str, Any]) -> None:
-    inputs = {}
+    inputs, types = {}, {}
     for n in case["topology"]:
-        if n["op"] in ("stream", "table", "globalTable"):
-            inputs[n["topic"]] = driver.create_input_topic(
-                n["topic"], SERDES[n.get("key_type", "string")], SERDES[n["value_type"]]
-            )
+        if n["op"] in ("stream", "table", "globalTable") and n["topic"] not in inputs:
+            types[n["topic"]] = (n.get("key_type") or "string", n.get("value_type") or "string")
+            key_type, value_type = types[n["topic"]]
+            inputs[n["topic"]] = driver.create_input_topic(n["topic"], SERDES[key_type], SERDES[value_type])
     try:
         for step in case.get("steps") or []:
             for record in step.get("input") or []:
                 ts = record.get("timestamp_ms")
-                inputs[record["topic"]].pipe_input(record.get("key"), record.get("value"), timestamp=ts or 0)
+                key_type, value_type = types[record["topic"]]
+                key, value = parse(record.get("key"), key_type), parse(record.get("value"), value_type)
+                inputs[record["topic"]].pipe_input(key, value, timestamp=ts or 0)
     except Exception as e:  # a record crashed the task
         result["error"] = f"process: {type(e).__name__}: {e}"
 
@@ -120,7 +134,7 @@ def _outputs(
             assert info is not None
             if n["topic"] not in topics:
                 value_serde = SERDES[info.value_type] if info.value_type else None
-                topic = driver.create_output_topic(n["topic"], "string", value_serde)
+                topic = driver.create_output_topic(n["topic"], SERDES[info.key_type], value_serde)
                 topics[n["topic"]] = [_topic_record(r) for r in topic.read_records_to_list()]
             result["outputs"][n["id"]] = list(topics[n["topic"]])
 

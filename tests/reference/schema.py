@@ -31,6 +31,7 @@ class NodeInfo:
     window: dict[str, Any] | None = None  # {"tumbling": {...}} etc. for windowed grouped streams/tables
     sources: frozenset[str] = field(default_factory=frozenset)  # ids of the source nodes it reads from
     store_kind: str | None = None  # "kv", "window", "session" when the node names a store
+    key_type: str = "string"  # of the plain key (inside Windowed for windowed nodes)
 
     @property
     def window_kind(self) -> str | None:
@@ -79,8 +80,8 @@ class _Analyser:
         text = node.get(fld)
         if not isinstance(text, str):
             raise self.fail(node, f"missing function {fld!r}")
-        entry = vocab.lookup(text)
         kinds = (kind,) if isinstance(kind, str) else kind
+        entry = vocab.lookup(text, kinds)
         if entry is None:
             if self.strict:
                 raise self.fail(node, f"{fld} {text!r} is not a vocabulary name")
@@ -118,6 +119,7 @@ class _Analyser:
         if not isinstance(nid, str) or nid in self.info:
             raise self.fail(node, "missing or duplicate id")
         info = self._infer(node)
+        info.key_type = self._key_type(node, info)
         explicit = node.get("value_type")
         if explicit is not None and info.kind not in (TERMINAL,):
             if info.value_type is not None and explicit != info.value_type and self.strict:
@@ -176,7 +178,7 @@ class _Analyser:
             return NodeInfo(STREAM, self.returns(self.function(node, "mapper", "key_value_mapper", vt), vt),
                             sources=src.sources)  # fmt: skip
         if op == "selectKey":
-            self.function(node, "mapper", "key_selector", vt)
+            self.function(node, "mapper", ("key_selector", "global_key_selector"), vt)
             return same
         if op in ("repartition", "through"):
             if op == "through":
@@ -195,7 +197,7 @@ class _Analyser:
                 self.function(branch, "predicate", "predicate", vt)
                 if branch.get("id") in self.info or not isinstance(branch.get("id"), str):
                     raise self.fail(node, f"branch id {branch.get('id')!r} missing or used twice")
-                self.info[branch["id"]] = NodeInfo(STREAM, vt, sources=src.sources)
+                self.info[branch["id"]] = NodeInfo(STREAM, vt, sources=src.sources, key_type=src.key_type)
             if node.get("default_branch") and self.strict:
                 raise self.fail(node, "default_branch must be null")
             return NodeInfo(TERMINAL, None)
@@ -211,9 +213,10 @@ class _Analyser:
             if src.windowed:
                 raise self.fail(node, "cannot group windowed keys")
             if src.kind == STREAM:
-                self.function(node, "selector" if "selector" in node else "mapper", "key_selector", vt)
+                kinds = ("key_selector", "global_key_selector")
+                self.function(node, "selector" if "selector" in node else "mapper", kinds, vt)
                 return NodeInfo(GROUPED_STREAM, vt, sources=src.sources)
-            entry = self.function(node, "mapper", "table_group_mapper", vt)
+            entry = self.function(node, "mapper", ("table_group_mapper", "key_value_mapper"), vt)
             return NodeInfo(GROUPED_TABLE, self.returns(entry, vt), sources=src.sources)
         if op == "windowedBy":
             self._expect(node, src, GROUPED_STREAM)
@@ -256,6 +259,28 @@ class _Analyser:
         if self.store(node):
             info.store_kind = "kv"
         return info
+
+    def _key_type(self, node: dict[str, Any], info: NodeInfo) -> str:
+        """The node's key type (Java's runner: sources declare it, key-changing vocabulary functions give
+        ``string`` or keep it)."""
+        op = node.get("op")
+        if op in ("stream", "table", "globalTable"):
+            return str(node.get("key_type") or "string")
+        if op == "merge":
+            return self.info[node["inputs"][0]].key_type
+        if "left" in node:
+            return self.info[node["left"]].key_type
+        if op not in ("windowKeyToString", "map", "flatMap", "selectKey", "groupBy") or "from" not in node:
+            return self.info[node["from"]].key_type if node.get("from") in self.info else info.key_type
+        current = self.info[node["from"]].key_type
+        if op == "windowKeyToString":
+            return "string"
+        text = node.get("selector") or node.get("mapper") or node.get("key_selector")
+        entry = vocab.lookup(text) if isinstance(text, str) else None
+        if entry is None:
+            return current
+        returned = vocab.key_returns(entry.name)
+        return current if returned == "same" else returned
 
     def _expect(self, node: dict[str, Any], info: NodeInfo, *kinds: str) -> None:
         if info.kind not in kinds:

@@ -79,15 +79,24 @@ def of_kind(kind: str) -> list[Entry]:
     return [e for e in entries().values() if e.kind == kind]
 
 
-def lookup(text: str) -> Entry | None:
-    """The entry ``text`` names, or whose python text (or an alias) it is exactly; None for other lambdas."""
+#: The key type a key-changing function gives: ``same`` keeps the input's (others give ``string``).
+KEY_RETURNS = {"key_first_char": "same", "regroup_first_char": "same", "gk_key": "same"}
+
+
+def lookup(text: str, kinds: tuple[str, ...] = ()) -> Entry | None:
+    """The entry ``text`` names, or whose python text (or an alias) it is exactly, preferring one of ``kinds``;
+    None for other lambdas."""
     table = entries()
     if text in table:
         return table[text]
-    for entry in table.values():
-        if text == entry.python or text in entry.aliases:
-            return entry
-    return None
+    found = [e for e in table.values() if text == e.python or text in e.aliases]
+    preferred = [e for e in found if e.kind in kinds]
+    return (preferred or found)[0] if found else None
+
+
+def key_returns(name: str) -> str:
+    """``same`` or ``string``: the key type a key-changing vocabulary function gives."""
+    return KEY_RETURNS.get(name, "string")
 
 
 def python_source(text: str) -> str:
