@@ -8,9 +8,9 @@ create its own), inactivity gap + grace (sessions). A shorter retention is refus
 defined.
 
 Kafka's default DSL store (RocksDB) drops old windows a segment at a time, segments of
-``max(retention / 2, 60 s)``, so a window outlives its retention until its segment goes (a windowed join or
-an emit-on-close aggregation still reads it): the store built here keeps windows for the retention plus
-one such segment (``kept_ms``), and no longer.
+``max(retention / 2, 60 s)``: a window is kept until its segment goes and read alone (``fetch``, a windowed
+join's look-up) until then, while range reads (``fetch_range``, ``all``: interactive queries) see only the
+windows within the retention. The stores built here read so (``kstream_nb.state.dsl_window_store``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor.window_aggregate import (
+    ON_WINDOW_CLOSE,
     ON_WINDOW_UPDATE,
     KStreamSessionWindowAggregate,
     KStreamSlidingWindowAggregate,
@@ -28,7 +29,7 @@ from kstream_nb.processor.window_aggregate import (
 )
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream_nb.state.builders import WindowStoreBuilder
-from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore
+from kstream_nb.state.dsl_window_store import DslSessionStore, DslWindowStore
 
 Windows = TimeWindows | SlidingWindows | SessionWindows
 
@@ -83,15 +84,6 @@ def retention_ms(windows: Windows, retention: Duration | None, store_name: str) 
     return ms
 
 
-#: the shortest segment of Kafka's segmented window and session stores
-MIN_SEGMENT_MS = 60_000
-
-
-def kept_ms(retention: int) -> int:
-    """How long the store keeps windows for a retention: plus one segment of ``max(retention / 2, 60 s)``."""
-    return retention + max(retention // 2, MIN_SEGMENT_MS)
-
-
 def close_after_ms(windows: Windows) -> int:
     """How long after a window's end it closes: grace (plus the gap for sessions)."""
     if isinstance(windows, SessionWindows):
@@ -99,19 +91,19 @@ def close_after_ms(windows: Windows) -> int:
     return windows.grace_ms
 
 
-def window_store_builder(
-    store_name: str, windows: Windows, retention: int, key_serde: Any, value_serde: Any
-) -> WindowStoreBuilder:
-    """The store of a windowed aggregation with retention ``retention`` ms (``kept_ms``: in memory unless the
-    app's ``default_dsl_store`` is RocksDB); time-window stores are cached (Kafka caches DSL window stores)."""
-    retention = kept_ms(retention)
+def window_store_builder(store_name: str, windows: Windows, retention: int, key_serde: Any, value_serde: Any,
+                         emit: str = ON_WINDOW_UPDATE) -> WindowStoreBuilder:  # fmt: skip
+    """The store of a windowed aggregation with retention ``retention`` ms (in memory unless the app's
+    ``default_dsl_store`` is RocksDB, which keeps ``kept_ms(retention)``); time-window stores are cached
+    (Kafka caches DSL window stores)."""
     make: Callable[[], Any]
+    final = emit == ON_WINDOW_CLOSE
     if isinstance(windows, TimeWindows):
-        make = lambda: InMemoryWindowStore(store_name, retention, windows.size_ms)  # noqa: E731
+        make = lambda: DslWindowStore(store_name, retention, windows.size_ms, final)  # noqa: E731
     elif isinstance(windows, SlidingWindows):
-        make = lambda: InMemoryWindowStore(store_name, retention, windows.time_difference_ms)  # noqa: E731
+        make = lambda: DslWindowStore(store_name, retention, windows.time_difference_ms, final)  # noqa: E731
     else:
-        make = lambda: InMemorySessionStore(store_name, retention)  # noqa: E731
+        make = lambda: DslSessionStore(store_name, retention)  # noqa: E731
     builder = WindowStoreBuilder(store_name, make, key_serde, value_serde)
     if isinstance(windows, TimeWindows):
         # cached when statestore_cache_max_bytes > 0 (sliding and session windows are written through)

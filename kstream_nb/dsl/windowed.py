@@ -105,7 +105,7 @@ class WindowedKStream:
                 filter_null_keys=True,
             )
         builder.topology.add_state_store(
-            window_store_builder(store_name, windows, keep_ms, grouped.key_serde, value_serde)
+            window_store_builder(store_name, windows, keep_ms, grouped.key_serde, value_serde, self._emit)
         )
         node = builder.new_name("KSTREAM-AGGREGATE")
         processor = window_aggregate_supplier(windows, store_name, initializer, aggregator, merger, self._emit)

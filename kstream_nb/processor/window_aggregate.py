@@ -1,7 +1,9 @@
 """Windowed aggregations: time (tumbling/hopping), sliding and session windows; emit on update or on close.
 
 Each processor keeps its own observed stream time (Kafka's rule: per operator). A window is updated only
-while open; records that fall only into closed windows are dropped and counted.
+while open; records that fall only into closed windows are dropped and counted. Under emit-on-close, the
+windows a record closes are read after its own update, from what the store keeps (see
+``kstream_nb.state.dsl_window_store``).
 """
 
 from __future__ import annotations
@@ -300,12 +302,11 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
     def _emit_closed(self, close_time: int) -> None:
         if close_time <= self.last_emit_close_time:
             return
-        closed = [
-            (s, k, ValueAndTimestamp(v, e), e)
-            for k, s, e, v in self.store.all()
-            if self.last_emit_close_time <= e < close_time
-        ]
-        closed.sort(key=lambda c: c[0])
+        # every session the store still keeps, also past its retention (Kafka's emit-final session store)
+        kept = getattr(self.store, "all_kept", self.store.all)
+        last = self.last_emit_close_time
+        closed = [(s, k, ValueAndTimestamp(v, e), e) for k, s, e, v in kept() if last <= e < close_time]
+        closed.sort(key=lambda c: (c[3], c[0]))  # by end, start, then key (Kafka's time-ordered session store)
         for s, k, vt, e in closed:
             self._forward(Windowed(k, s, e), vt.value, None, e)
         self._emitted_up_to(close_time)

@@ -2,8 +2,11 @@
 
 Kafka's rules (``WindowStoreMaterializer``, ``SlidingWindowStoreMaterializer``, ``SessionStoreMaterializer``):
 the default retention is size + grace (time windows), 2 * time difference + grace (sliding windows), gap +
-grace (sessions); a shorter retention is refused when the aggregation is defined. Kafka's default store
-drops windows a segment (``max(retention / 2, 60 s)``) at a time: a window is kept retention + one segment.
+grace (sessions); a shorter retention is refused when the aggregation is defined. The store contents and
+final results below are what Kafka Streams 4.4 (TopologyTestDriver, default store, no cache) answers to the
+same inputs, run with the reference runner (tests/reference): ``all()`` sees windows within the retention
+behind the latest window start; a single ``fetch`` still reads an older window until its segment is dropped;
+emit-on-close session aggregations emit the sessions kept after the closing record's own update.
 """
 
 from __future__ import annotations
@@ -23,38 +26,90 @@ def _tumbling_count(**retention: Any) -> ks.Topology:
     return b.build()
 
 
-def _windows_after(topology: ks.Topology, timestamps: list[int]) -> list[tuple[Any, int, int, Any]]:
-    with ks.TopologyTestDriver(topology) as d:
+def _windows_after(topology: ks.Topology, timestamps: list[int]) -> list[tuple[int, Any]]:
+    """(window start, count) of every window ``all()`` returns after the records (key "k") at ``timestamps``."""
+    with ks.TopologyTestDriver(topology, {"statestore_cache_max_bytes": 0}) as d:
         topic = d.create_input_topic("in")
         for ts in timestamps:
             topic.pipe_input("k", "v", timestamp=ts)
-        store = d.get_state_store("c")
-        return [(k, s, s + 10, vt.value) for k, s, vt in store.all()]
+        return [(s, vt.value) for _, s, vt in d.get_state_store("c").all()]
 
 
-def test_default_retention_keeps_a_window_size_plus_grace_plus_one_segment() -> None:
-    # retention 10 ms (size, no grace): window [0, 10) is kept 10 + 60_000 ms behind the latest window start
-    topology = _tumbling_count()
-    assert _windows_after(topology, [0, 60_005]) == [("k", 0, 10, 1), ("k", 60_000, 60_010, 1)]
-    assert _windows_after(topology, [0, 60_015]) == [("k", 60_010, 60_020, 1)]
+@pytest.mark.parametrize(
+    ("retention", "timestamps", "windows"),
+    [
+        (None, [0, 25], [(20, 1)]),  # default retention: size 10 + grace 0
+        (None, [0, 60_005], [(60_000, 1)]),
+        (100, [0, 25], [(0, 1), (20, 1)]),
+        (100, [0, 115], [(110, 1)]),
+        (100, [0, 200], [(200, 1)]),
+        ("2m", [0, 60_015, 179_995], [(60_010, 1), (179_990, 1)]),
+        ("2m", [0, 60_015, 180_005], [(60_010, 1), (180_000, 1)]),
+        ("2m", [0, 3, 60_015, 100_000], [(0, 2), (60_010, 1), (100_000, 1)]),
+    ],
+)
+def test_queries_see_the_windows_within_the_retention(retention: Any, timestamps: list[int], windows: Any) -> None:
+    topology = _tumbling_count() if retention is None else _tumbling_count(retention=retention)
+    assert _windows_after(topology, timestamps) == windows
 
 
-def test_a_longer_retention_keeps_old_windows_for_queries() -> None:
-    topology = _tumbling_count(retention="2m")  # kept 120_000 + 60_000 ms
-    assert _windows_after(topology, [0, 60_015, 179_995]) == [
-        ("k", 0, 10, 1),
-        ("k", 60_010, 60_020, 1),
-        ("k", 179_990, 180_000, 1),
-    ]
-    assert _windows_after(topology, [0, 60_015, 180_005]) == [("k", 60_010, 60_020, 1), ("k", 180_000, 180_010, 1)]
-    with ks.TopologyTestDriver(topology) as d:
+def test_a_window_past_the_retention_is_still_read_alone_until_its_segment_goes() -> None:
+    with ks.TopologyTestDriver(_tumbling_count()) as d:
         topic = d.create_input_topic("in")
-        for ts in (3, 7, 60_015, 100_000):
+        for ts in (3, 7, 25):
             topic.pipe_input("k", "v", timestamp=ts)
-        assert d.get_state_store("c").fetch("k", 0) == ks.ValueAndTimestamp(2, 7)
+        store = d.get_state_store("c")
+        assert [s for _, s, _ in store.all()] == [20]
+        assert store.fetch("k", 0) == ks.ValueAndTimestamp(2, 7)
+        topic.pipe_input("k", "v", timestamp=60_015)  # 10 ms + one 60 s segment later: gone
+        assert store.fetch("k", 0) is None
 
 
-def test_retention_sets_the_changelog_retention() -> None:
+def _emitted(windows: Any, records: list[tuple[str, int]], **retention: Any) -> list[tuple[Any, ...]]:
+    """(key, start, end, count) of the final results of an emit-on-close count over ``records``."""
+    b = ks.StreamsBuilder()
+    windowed = b.stream("in").group_by_key().windowed_by(windows).emit_strategy("on_window_close")
+    windowed.count(store="c", **retention).to_stream().to("out")
+    with ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 0}) as d:
+        topic = d.create_input_topic("in")
+        for key, ts in records:
+            topic.pipe_input(key, "v", timestamp=ts)
+        out = d.create_output_topic("out").read_records_to_list()
+    return [(r.key["key"], r.key["start"], r.key["end"], r.value) for r in out]
+
+
+@pytest.mark.parametrize(
+    ("windows", "records", "retention", "emitted"),
+    [
+        (ks.TimeWindows.of(10), [("b", 0), ("b", 0), ("b", 10)], None, [("b", 0, 10, 2)]),
+        (ks.TimeWindows.of(10), [("b", 0), ("b", 0), ("b", 19)], None, [("b", 0, 10, 2)]),
+        (ks.TimeWindows.of(30), [("b", 0), ("b", 0), ("b", 249)], 1000, [("b", 0, 30, 2)]),
+        (ks.SlidingWindows.of(10), [("b", 0), ("b", 0), ("b", 30)], None, [("b", 0, 10, 2)]),
+        # kstream_nb emits a time or sliding window closed by a jump past the retention while its segment is
+        # kept; Kafka 4.4 emits these two nothing (its emit-on-close store reads start >= stream time - retention)
+        (ks.TimeWindows.of(10), [("b", 0), ("b", 0), ("b", 20)], None, [("b", 0, 10, 2)]),
+        (ks.SlidingWindows.of(10), [("b", 0), ("b", 0), ("b", 31)], None, [("b", 0, 10, 2)]),
+        (ks.TimeWindows.of(10), [("b", 0), ("b", 0), ("b", 60_010)], None, []),
+        # sessions are emitted while kept: until the 60 s segment holding their end is dropped (as Kafka)
+        (ks.SessionWindows.with_gap(10), [("b", 0), ("b", 0), ("b", 60_000)], None, [("b", 0, 0, 2)]),
+        (ks.SessionWindows.with_gap(10), [("b", 0), ("b", 0), ("b", 60_010)], None, []),
+        # by end, start, then key (as Kafka)
+        (
+            ks.SessionWindows.with_gap(10),
+            [("b", 5), ("a", 0), ("a", 5), ("c", 5), ("d", 3), ("z", 100)],
+            None,
+            [("d", 3, 3, 1), ("a", 0, 5, 2), ("b", 5, 5, 1), ("c", 5, 5, 1)],
+        ),
+    ],
+)
+def test_emit_on_close_emits_closed_windows_the_store_keeps(
+    windows: Any, records: list[tuple[str, int]], retention: Any, emitted: list[tuple[Any, ...]]
+) -> None:
+    kwargs = {} if retention is None else {"retention": retention}
+    assert _emitted(windows, records, **kwargs) == emitted
+
+
+def test_retention_sets_the_changelog_retention_plus_one_segment() -> None:
     builder = _tumbling_count(retention="1h").store_builders["c"]
     assert changelog_topic_config(builder, 86_400_000) == {
         "cleanup.policy": "compact,delete",
