@@ -2,11 +2,10 @@
 
 Layout, under ``<state_dir>/<application_id>/<task_id>/rocksdb/<store>``: ``0x00 + key`` holds the latest
 version (8-byte big-endian timestamp, then the value's bytes), as Kafka's "latest value store" does, so
-``get(key)`` is one lookup; ``0x01 + key`` holds the older versions (and a last tombstone), each as an 8-byte
-timestamp, a 4-byte length (-1 for a tombstone) and the value's bytes. Versions that no read can reach any
-more are pruned when their key is written, and in a sweep of all keys once per segment interval of stream time
-(where Kafka drops whole segments). As in Kafka, the observed stream time is not kept on disk: after a restart
-it is rebuilt from the changelog records restored.
+``get(key)`` is one lookup; ``0x01 + key`` holds the key's rows of older versions (``versioned_rows``): per
+row its segment id, next timestamp and versions (8-byte timestamp, 4-byte length or -1 for a tombstone, bytes).
+Rows of expired segments are dropped from every key when the oldest live segment moves on. As in Kafka, the
+observed stream time is not kept on disk: after a restart it is rebuilt from the changelog records restored.
 """
 
 from __future__ import annotations
@@ -21,16 +20,13 @@ from rocksdict import Options, Rdict
 from kstream_nb.cluster.serdes import Serde, serde_from
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, task_state_dir
-from kstream_nb.state.versioned import (
-    Version,
-    VersionedRecord,
-    VersionedStoreBackend,
-    prune,
-)
+from kstream_nb.state.versioned import VersionedStoreBackend
+from kstream_nb.state.versioned_rows import KeyVersions, Row, VersionedRecord
 
-_LATEST, _HISTORY = b"\x00", b"\x01"
+_LATEST, _ROWS = b"\x00", b"\x01"
 _TS = struct.Struct(">q")
-_ENTRY = struct.Struct(">qi")
+_ROW = struct.Struct(">qqi")
+_VERSION = struct.Struct(">qi")
 
 
 def _items(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -42,29 +38,38 @@ def _items(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield raw, data
 
 
-def encode_history(versions: list[Version]) -> bytes:
-    """Versions with bytes values (None = tombstone) as one blob."""
+def encode_rows(rows: dict[int, Row]) -> bytes:
+    """A key's rows (versions with bytes values, None = tombstone) as one blob."""
     parts = []
-    for timestamp, value in versions:
-        parts.append(_ENTRY.pack(timestamp, -1 if value is None else len(value)))
-        if value is not None:
-            parts.append(value)
+    for sid, row in sorted(rows.items()):
+        parts.append(_ROW.pack(sid, row.next_ts, len(row.versions)))
+        for timestamp, value in row.versions:
+            parts.append(_VERSION.pack(timestamp, -1 if value is None else len(value)))
+            if value is not None:
+                parts.append(value)
     return b"".join(parts)
 
 
-def decode_history(data: bytes) -> list[Version]:
-    """The versions of an ``encode_history`` blob."""
-    out: list[Version] = []
+def decode_rows(data: bytes) -> dict[int, Row]:
+    """The rows of an ``encode_rows`` blob."""
+    rows: dict[int, Row] = {}
     pos, end = 0, len(data)
     while pos < end:
-        timestamp, length = _ENTRY.unpack_from(data, pos)
-        pos += _ENTRY.size
-        if length < 0:
-            out.append((timestamp, None))
-        else:
-            out.append((timestamp, data[pos : pos + length]))
-            pos += length
-    return out
+        sid, next_ts, count = _ROW.unpack_from(data, pos)
+        pos += _ROW.size
+        versions: list[tuple[int, Any]] = []
+        for _ in range(count):
+            timestamp, length = _VERSION.unpack_from(data, pos)
+            pos += _VERSION.size
+            if length < 0:
+                versions.append((timestamp, None))
+            else:
+                versions.append((timestamp, data[pos : pos + length]))
+                pos += length
+        row = Row(None, 0, next_ts)
+        row.versions = versions
+        rows[sid] = row
+    return rows
 
 
 class RocksDBVersionedKeyValueStore(VersionedStoreBackend):
@@ -117,35 +122,34 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBackend):
     def _value(self, data: bytes) -> Any:
         return self._value_serde.deserialize(self._name, data)
 
-    # ---- the version list of a key, with bytes values ------------------------------------------
+    # ---- a key's versions, with bytes values -------------------------------------------------
 
-    def _put(self, key: Any, value: Any, timestamp: int, count_expired: bool) -> int:
+    def _put(self, key: Any, value: Any, timestamp: int, stream_time: int) -> int:
         raw = None if value is None else (self._value_serde.serialize(self._name, value) or b"")
-        return super()._put(key, raw, timestamp, count_expired)
+        return super()._put(key, raw, timestamp, stream_time)
 
-    def _load(self, key: Any) -> list[Version]:
+    def _load(self, key: Any) -> KeyVersions:
         db, raw = self._open_db(), self._key(key)
-        history = db.get(_HISTORY + raw)
-        versions = [] if history is None else decode_history(history)
         latest = db.get(_LATEST + raw)
-        if latest is not None:
-            versions.append((_TS.unpack_from(latest)[0], latest[_TS.size :]))
-        return versions
+        rows = db.get(_ROWS + raw)
+        return KeyVersions(
+            None if latest is None else (_TS.unpack_from(latest)[0], latest[_TS.size :]),
+            None if rows is None else decode_rows(rows),
+        )
 
-    def _save(self, key: Any, versions: list[Version]) -> None:
-        db, raw = self._open_db(), self._key(key)
-        if versions and versions[-1][1] is not None:
-            timestamp, value = versions[-1]
-            db[_LATEST + raw] = _TS.pack(timestamp) + value
-            older = versions[:-1]
-        else:
-            if db.get(_LATEST + raw) is not None:
-                del db[_LATEST + raw]
-            older = versions
-        if older:
-            db[_HISTORY + raw] = encode_history(older)
-        elif db.get(_HISTORY + raw) is not None:
-            del db[_HISTORY + raw]
+    def _save(self, key: Any, versions: KeyVersions) -> None:
+        self._write(self._key(key), versions)
+
+    def _write(self, raw: bytes, versions: KeyVersions) -> None:
+        db = self._open_db()
+        if versions.latest is not None:
+            db[_LATEST + raw] = _TS.pack(versions.latest[0]) + versions.latest[1]
+        elif db.get(_LATEST + raw) is not None:
+            del db[_LATEST + raw]
+        if versions.rows:
+            db[_ROWS + raw] = encode_rows(versions.rows)
+        elif db.get(_ROWS + raw) is not None:
+            del db[_ROWS + raw]
 
     def get(self, key: Any, as_of_timestamp: int | None = None) -> VersionedRecord | None:
         found = super().get(key, as_of_timestamp)
@@ -157,21 +161,16 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBackend):
             return None
         return VersionedRecord(latest[_TS.size :], _TS.unpack_from(latest)[0])
 
-    def _sweep(self, horizon: int) -> None:
+    def _expire(self, min_live_segment: int) -> None:
         db = self._open_db()
-        for raw, data in list(_items(db, _HISTORY)):
-            versions = decode_history(data)
-            older = len(versions)
-            latest = db.get(_LATEST + raw[1:])
-            if latest is not None:  # the latest version's timestamp ends the last older version
-                versions.append((_TS.unpack_from(latest)[0], latest[_TS.size :]))
-            prune(versions, horizon)
-            if latest is not None:
-                versions.pop()
-            if not versions:
-                del db[raw]
-            elif len(versions) != older:
-                db[raw] = encode_history(versions)
+        for raw, data in list(_items(db, _ROWS)):
+            rows = decode_rows(data)
+            if any(sid < min_live_segment for sid in rows):
+                kept = {sid: row for sid, row in rows.items() if sid >= min_live_segment}
+                if kept:
+                    db[raw] = encode_rows(kept)
+                else:
+                    del db[raw]
 
     def _latest_entries(self) -> list[KeyValue]:
         db = self._open_db()

@@ -104,13 +104,13 @@ class TimeOrderedJoinBuffer(StateStore):
 
     def put(self, key: Any, value: Any, timestamp: int, headers: Headers = ()) -> bool:
         """Buffers a record; False (not buffered) when it is older than stream time minus the grace period."""
-        if self.observed_stream_time - self.grace_ms > timestamp:
-            return False
-        if key is None:
+        if key is None:  # checked first, as Kafka's buffer does: also a late record with a null key fails
             raise ValueError(
                 f"join buffer {self._name!r}: a record with a null key cannot wait for the grace period "
                 "(Kafka Streams' buffer rejects it the same way)"
             )
+        if self.observed_stream_time - self.grace_ms > timestamp:
+            return False
         topic = self._topic or self._name
         key_bytes = self.key_serde.serialize(topic, key) or b""
         self._seqnum = (self._seqnum + 1) & 0x7FFFFFFF

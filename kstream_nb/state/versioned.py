@@ -1,8 +1,6 @@
 """Versioned key-value stores (Kafka Streams' KIP-889): every version of a key within a history retention.
 
-Each key has versions ``(valid_from, value)`` in timestamp order; a version is valid from its timestamp up to the
-next version's (a None value is a tombstone: the key has no value from then on). As in Kafka's
-``RocksDBVersionedStore``:
+As Kafka's ``RocksDBVersionedStore`` (the rules of a key's versions are in ``versioned_rows``):
 
 * ``put(key, value, timestamp)`` returns the new version's ``valid_to`` (the next version's timestamp) or
   ``PUT_RETURN_CODE_VALID_TO_UNDEFINED`` when it is the latest; a write older than the observed stream time
@@ -11,86 +9,41 @@ next version's (a None value is a tombstone: the key has no value from then on).
 * ``get(key)`` is the latest version; ``get(key, as_of)`` the version valid at ``as_of``. When ``as_of`` is
   older than the observed stream time minus the history retention, only the latest version is answered (if it
   is valid at ``as_of``), never older history, even when it is still held.
-* the observed stream time is the largest timestamp put (restores replay it from the changelog).
-
-The version-list rules are shared by the in-memory backend here and the RocksDB one (``rocksdb_versioned``).
+* the observed stream time is the largest timestamp put; a restore replays the changelog in batches, each
+  with the stream time it ends at deciding which segments are still live (as Kafka's ``restoreBatch``).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, sort_keys
+from kstream_nb.state.versioned_rows import (
+    PUT_RETURN_CODE_NOT_PUT,
+    PUT_RETURN_CODE_VALID_TO_UNDEFINED,
+    KeyVersions,
+    VersionedRecord,
+    segment_id,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: ``put`` return code: the new version is the latest (it has no ``valid_to``)
-PUT_RETURN_CODE_VALID_TO_UNDEFINED = -1
-#: ``put`` return code: the write was older than the grace period (history retention) and was not put
-PUT_RETURN_CODE_NOT_PUT = -(2**63)
+__all__ = [
+    "PUT_RETURN_CODE_NOT_PUT",
+    "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
+    "InMemoryVersionedKeyValueStore",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
+    "VersionedStoreBackend",
+    "is_versioned",
+]
+
 #: Kafka's ``ConsumerRecord.NO_TIMESTAMP``: the observed stream time before the first write
 NO_TIMESTAMP = -1
-
-#: one version of a key: (valid_from timestamp, value or None for a tombstone)
-Version = tuple[int, Any]
-_valid_from = itemgetter(0)
-
-
-class VersionedRecord(NamedTuple):
-    """One version of a key: its value, the timestamp it is valid from and, unless it is the latest, the
-    timestamp it is valid to (exclusive)."""
-
-    value: Any
-    timestamp: int
-    valid_to: int | None = None
-
-
-def put_version(versions: list[Version], timestamp: int, value: Any) -> int:
-    """Inserts (or replaces, at an equal timestamp) a version; returns its valid_to or VALID_TO_UNDEFINED."""
-    i = bisect_left(versions, timestamp, key=_valid_from)
-    if i < len(versions) and versions[i][0] == timestamp:
-        versions[i] = (timestamp, value)
-    else:
-        versions.insert(i, (timestamp, value))
-    return versions[i + 1][0] if i + 1 < len(versions) else PUT_RETURN_CODE_VALID_TO_UNDEFINED
-
-
-def version_as_of(versions: list[Version], as_of: int) -> VersionedRecord | None:
-    """The version valid at ``as_of`` (None before the first version or under a tombstone)."""
-    i = bisect_right(versions, as_of, key=_valid_from) - 1
-    if i < 0:
-        return None
-    timestamp, value = versions[i]
-    if value is None:
-        return None
-    return VersionedRecord(value, timestamp, versions[i + 1][0] if i + 1 < len(versions) else None)
-
-
-def latest_version(versions: list[Version]) -> VersionedRecord | None:
-    """The latest version, None when there is none or it is a tombstone."""
-    if not versions or versions[-1][1] is None:
-        return None
-    timestamp, value = versions[-1]
-    return VersionedRecord(value, timestamp)
-
-
-def prune(versions: list[Version], horizon: int) -> bool:
-    """Drops the versions no read or write can reach any more: those valid only before ``horizon`` (stream time
-    minus history retention), and a last tombstone at or before it. Returns True when nothing is left."""
-    i = 0
-    while i + 1 < len(versions) and versions[i + 1][0] <= horizon:
-        i += 1
-    if i:
-        del versions[:i]
-    if len(versions) == 1 and versions[0][1] is None and versions[0][0] <= horizon:
-        versions.clear()
-    return not versions
 
 
 class VersionedKeyValueStore(StateStore):
@@ -116,8 +69,12 @@ class VersionedKeyValueStore(StateStore):
         """The latest version of ``key``, or the version valid at ``as_of_timestamp``."""
 
     @abstractmethod
+    def restore_batch(self, records: list[tuple[Any, Any, int]]) -> None:
+        """Applies changelog records ``(key, value or None, timestamp)`` (as puts, expired ones skipped)."""
+
     def restore_put(self, key: Any, value: Any, timestamp: int) -> None:
-        """Applies one changelog record (as ``put``, without counting expired writes)."""
+        """Applies one changelog record."""
+        self.restore_batch([(key, value, timestamp)])
 
     @abstractmethod
     def all(self) -> list[KeyValue]:
@@ -155,7 +112,7 @@ def is_versioned(store: Any) -> bool:
 
 
 class VersionedStoreBackend(VersionedKeyValueStore):
-    """The rules of a versioned store over a backend that keeps each key's version list (``_load``/``_save``)."""
+    """Kafka's versioned-store rules over a backend that keeps each key's ``KeyVersions`` (``_load``/``_save``)."""
 
     def __init__(self, name: str, history_retention_ms: int, segment_interval_ms: int) -> None:
         self._name = name
@@ -164,7 +121,7 @@ class VersionedStoreBackend(VersionedKeyValueStore):
         #: the largest timestamp written (Kafka's observedStreamTime), NO_TIMESTAMP before any write
         self.observed_stream_time = NO_TIMESTAMP
         self._context: StateStoreContext | None = None
-        self._swept_segment = NO_TIMESTAMP
+        self._min_live_segment: int | None = None
 
     @property
     def name(self) -> str:
@@ -178,20 +135,20 @@ class VersionedStoreBackend(VersionedKeyValueStore):
     # ---- what a backend provides ---------------------------------------------------------------
 
     @abstractmethod
-    def _load(self, key: Any) -> list[Version]:
-        """The key's versions in timestamp order (a list the caller may change and ``_save``)."""
+    def _load(self, key: Any) -> KeyVersions:
+        """The key's versions (an object the caller may change and ``_save``)."""
 
     @abstractmethod
-    def _save(self, key: Any, versions: list[Version]) -> None:
-        """Stores the key's versions (an empty list removes the key)."""
+    def _save(self, key: Any, versions: KeyVersions) -> None:
+        """Stores the key's versions (empty ones remove the key)."""
 
     @abstractmethod
     def _latest(self, key: Any) -> VersionedRecord | None:
         """The key's latest version (fast path of ``get(key)``)."""
 
     @abstractmethod
-    def _sweep(self, horizon: int) -> None:
-        """Prunes every key's versions (called once per segment interval of stream time)."""
+    def _expire(self, min_live_segment: int) -> None:
+        """Drops every key's rows of segments older than ``min_live_segment`` (Kafka drops whole segments)."""
 
     @abstractmethod
     def _latest_entries(self) -> list[KeyValue]:
@@ -201,7 +158,12 @@ class VersionedStoreBackend(VersionedKeyValueStore):
 
     def put(self, key: Any, value: Any, timestamp: int) -> int:
         """Adds a version (a None value deletes); returns its valid_to, VALID_TO_UNDEFINED or NOT_PUT."""
-        return self._put(key, value, timestamp, count_expired=True)
+        self._check_key(key)
+        if timestamp < self.observed_stream_time - self.grace_period_ms:
+            self._expired("put", key, timestamp)
+            return PUT_RETURN_CODE_NOT_PUT
+        self._advance(timestamp)
+        return self._put(key, value, timestamp, self.observed_stream_time)
 
     def delete(self, key: Any, timestamp: int) -> VersionedRecord | None:
         """Adds a tombstone at ``timestamp``; returns the version it replaced as of then (None if expired)."""
@@ -210,7 +172,8 @@ class VersionedStoreBackend(VersionedKeyValueStore):
             self._expired("delete", key, timestamp)
             return None
         existing = self.get(key, timestamp)
-        self._put(key, None, timestamp, count_expired=True)
+        self._advance(timestamp)
+        self._put(key, None, timestamp, self.observed_stream_time)
         return existing
 
     def get(self, key: Any, as_of_timestamp: int | None = None) -> VersionedRecord | None:
@@ -221,27 +184,31 @@ class VersionedStoreBackend(VersionedKeyValueStore):
         if as_of_timestamp < self.observed_stream_time - self.history_retention_ms:
             latest = self._latest(key)  # the latest version never expires; older history reads as expired
             return latest if latest is not None and latest.timestamp <= as_of_timestamp else None
-        return version_as_of(self._load(key), as_of_timestamp)
+        return self._load(key).as_of(as_of_timestamp, self.segment_interval_ms)
 
-    def restore_put(self, key: Any, value: Any, timestamp: int) -> None:
-        """Applies one changelog record (as ``put``, without counting expired writes)."""
-        self._put(key, value, timestamp, count_expired=False)
+    def restore_batch(self, records: list[tuple[Any, Any, int]]) -> None:
+        """Applies changelog records ``(key, value or None, timestamp)``: each as a put (expired ones skipped,
+        not counted), with segment liveness judged by the stream time at the end of the batch (Kafka's
+        ``restoreBatch``, which saves work on versions that expire by then)."""
+        end_of_batch = max([self.observed_stream_time, *(ts for _, _, ts in records)])
+        for key, value, timestamp in records:
+            if timestamp < self.observed_stream_time - self.grace_period_ms:
+                continue
+            self._advance(timestamp)
+            self._put(key, value, timestamp, end_of_batch)
 
-    def _put(self, key: Any, value: Any, timestamp: int, count_expired: bool) -> int:
-        self._check_key(key)
-        if timestamp < self.observed_stream_time - self.grace_period_ms:
-            if count_expired:
-                self._expired("put", key, timestamp)
-            return PUT_RETURN_CODE_NOT_PUT
+    def _advance(self, timestamp: int) -> None:
         if timestamp > self.observed_stream_time:
             self.observed_stream_time = timestamp
-            segment = timestamp // self.segment_interval_ms
-            if segment != self._swept_segment:
-                self._swept_segment = segment
-                self._sweep(timestamp - self.history_retention_ms)
+
+    def _put(self, key: Any, value: Any, timestamp: int, stream_time: int) -> int:
+        retention, interval = self.history_retention_ms, self.segment_interval_ms
+        min_live = segment_id(stream_time - retention, interval)
+        if self._min_live_segment is None or min_live > self._min_live_segment:
+            self._min_live_segment = min_live
+            self._expire(min_live)
         versions = self._load(key)
-        code = put_version(versions, timestamp, value)
-        prune(versions, self.observed_stream_time - self.history_retention_ms)
+        code = versions.put(timestamp, value, stream_time, retention, interval)
         self._save(key, versions)
         return code
 
@@ -264,15 +231,14 @@ class VersionedStoreBackend(VersionedKeyValueStore):
 
 
 class InMemoryVersionedKeyValueStore(VersionedStoreBackend):
-    """Versions in a dict of lists. Not in Kafka's ``Stores`` (Kafka only has the RocksDB one): kstream_nb's
-    in-memory backend, restored in full from the changelog, for the DSL's own versioned stores under
-    ``default_dsl_store="in_memory"`` and ``Stores.in_memory_versioned_key_value_store``."""
+    """Versions in a dict. Not in Kafka's ``Stores`` (Kafka only has the RocksDB one): kstream_nb's in-memory
+    backend (``Stores.in_memory_versioned_key_value_store``), restored in full from the changelog."""
 
     persistent = False
 
     def __init__(self, name: str, history_retention_ms: int, segment_interval_ms: int) -> None:
         super().__init__(name, history_retention_ms, segment_interval_ms)
-        self._data: dict[Any, list[Version]] = {}
+        self._data: dict[Any, KeyVersions] = {}
         self._open = False
 
     @property
@@ -296,10 +262,11 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBackend):
         self._open = False
         self._data = {}
 
-    def _load(self, key: Any) -> list[Version]:
-        return list(self._data.get(key, ()))
+    def _load(self, key: Any) -> KeyVersions:
+        found = self._data.get(key)
+        return KeyVersions() if found is None else found.copy()  # readers on other threads keep a whole one
 
-    def _save(self, key: Any, versions: list[Version]) -> None:
+    def _save(self, key: Any, versions: KeyVersions) -> None:
         if versions:
             self._data[key] = versions
         else:
@@ -307,12 +274,14 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBackend):
 
     def _latest(self, key: Any) -> VersionedRecord | None:
         versions = self._data.get(key)
-        return None if versions is None else latest_version(versions)
+        return None if versions is None else versions.latest_record()
 
-    def _sweep(self, horizon: int) -> None:
+    def _expire(self, min_live_segment: int) -> None:
         for key, versions in list(self._data.items()):
-            if prune(versions, horizon):
-                del self._data[key]
+            if any(sid < min_live_segment for sid in versions.rows):
+                versions = versions.copy()
+                versions.expire(min_live_segment)
+                self._save(key, versions)
 
     def _latest_entries(self) -> list[KeyValue]:
         while True:
@@ -321,7 +290,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBackend):
                 break
             except RuntimeError:
                 continue
-        latest = {key: record for key, versions in snapshot if (record := latest_version(versions)) is not None}
+        latest = {key: record for key, versions in snapshot if (record := versions.latest_record()) is not None}
         keys, _ = sort_keys(latest)
         return [KeyValue(key, latest[key]) for key in keys]
 

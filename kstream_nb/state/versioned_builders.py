@@ -197,8 +197,8 @@ class WrappedVersionedKeyValueStore(VersionedKeyValueStore):
     def get(self, key: Any, as_of_timestamp: int | None = None) -> VersionedRecord | None:
         return self.inner.get(key, as_of_timestamp)
 
-    def restore_put(self, key: Any, value: Any, timestamp: int) -> None:
-        self.inner.restore_put(key, value, timestamp)
+    def restore_batch(self, records: list[tuple[Any, Any, int]]) -> None:
+        self.inner.restore_batch(records)
 
     def all(self) -> list[KeyValue]:
         return self.inner.all()
@@ -236,9 +236,9 @@ class ChangeLoggingVersionedKeyValueStore(WrappedVersionedKeyValueStore):
     def restore(self, batch: list[tuple[Any, ...]]) -> None:
         """Applies changelog records ``(key, value or None, timestamp)`` without logging them again."""
         topic, key_de, value_de = self._topic, self.key_serde.deserialize, self.value_serde.deserialize
-        restore_put = self.inner.restore_put
-        for key, value, timestamp, *_ in batch:
-            restore_put(key_de(topic, key), None if value is None else value_de(topic, value), timestamp)
+        self.inner.restore_batch(
+            [(key_de(topic, k), None if v is None else value_de(topic, v), ts) for k, v, ts, *_ in batch]
+        )
 
     def put(self, key: Any, value: Any, timestamp: int) -> int:
         code = self.inner.put(key, value, timestamp)

@@ -254,15 +254,38 @@ def test_restore_skips_expired_records_without_counting_them(backend) -> None:
     assert context.dropped == []
 
 
-def test_unreachable_history_is_pruned(store) -> None:
+def test_rows_of_expired_segments_are_dropped(store) -> None:
     put(store, "k", "a", 0, LATEST)
     put(store, "k", "b", 5, LATEST)
     put(store, "gone", "x", 1, LATEST)
     put(store, "gone", None, 2, LATEST)
-    put(store, "other", "z", HISTORY + 3 * SEGMENT, LATEST)  # sweeps: nothing reads before 3 * SEGMENT now
-    assert store._load("k") == [(5, b"b" if store.persistent else "b")]
-    assert store._load("gone") == []
+    put(store, "other", "z", HISTORY + 3 * SEGMENT, LATEST)  # segments before 3 expire
+    assert store._load("k").rows == {} and store.get("k") == VersionedRecord("b", 5)
+    assert not store._load("gone")
     assert [kv.key for kv in store.all()] == ["k", "other"]
+
+
+def test_a_tombstone_at_the_latest_timestamp_removes_that_version(store) -> None:
+    """As Kafka: the deletion is remembered only where a row ends at that timestamp (reference-checked)."""
+    put(store, "first", "a9", 17, LATEST)
+    put(store, "first", None, 17, LATEST)  # no older version ends at 17: nothing remembers the delete
+    put(store, "first", "x1", 15, LATEST)  # so this out-of-order value becomes the latest
+    assert store.get("first") == VersionedRecord("x1", 15)
+    put(store, "moved", "a", 10, LATEST)
+    put(store, "moved", "b", 17, LATEST)  # "a" now ends at 17
+    put(store, "moved", None, 17, LATEST)
+    put(store, "moved", "x", 15, 17)
+    assert store.get("moved") is None and store.get("moved", 16) == found("x", 15, 17)
+    put(store, "explicit", "b", 20, LATEST)
+    put(store, "explicit", None, 15, 20)  # an out-of-order tombstone, valid to 20
+    put(store, "explicit", None, 20, LATEST)
+    put(store, "explicit", "x", 17, 20)
+    assert store.get("explicit") is None and store.get("explicit", 18) == found("x", 17, 20)
+    put(store, "degenerate", None, 17, LATEST)
+    put(store, "degenerate", "a", 17, LATEST)
+    put(store, "degenerate", None, 17, LATEST)
+    put(store, "degenerate", "x", 15, 17)
+    assert store.get("degenerate") is None
 
 
 def test_iq_reads_of_latest_versions(store) -> None:
