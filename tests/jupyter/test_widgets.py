@@ -30,7 +30,7 @@ def _windowed_counts(grace_ms: int = 0) -> ks.Topology:
         b.stream("clicks")
         .group_by_key()
         .windowed_by(TimeWindows(10, grace_ms=grace_ms))
-        .count(store="per-10ms")
+        .count(store="per-10ms", retention=1_000)  # queries see windows within the retention: [0,10) at 100
         .to_stream()
         .to("counts")
     )
