@@ -51,7 +51,8 @@ threading.Thread(target=generate_clicks, name="click-generator", daemon=True).st
 APP_CELL = """\
 %%kstream APP --bootstrap memory://browser-test
 clicks = builder.stream("clicks")
-clicks.group_by_key().windowed_by(ks.TimeWindows.of("1s").grace("0s")).count(store="clicks-per-second")
+clicks.group_by_key().windowed_by(ks.TimeWindows.of("1s").grace("0s")).count(store="clicks-per-second",
+                                                                           retention="1m")  # charted windows
 users = builder.table("users", store="users")
 (clicks.left_join(users, lambda c, u: {"page": c["page"], "n": c["n"],
                                        "name": u["name"] if u else None, "tier": u["tier"] if u else None})
