@@ -348,3 +348,16 @@ def test_describe_lists_the_versioned_store_and_the_buffer() -> None:
     b.stream("s").join(table, plus, grace=10).to("out")
     stores = b.build().store_builders
     assert "prices" in stores and any(name.endswith("-Buffer") for name in stores)
+
+
+def test_versioned_stores_have_no_record_cache(drivers) -> None:
+    """With the record cache on, a versioned table still forwards each update at once (Kafka: same outputs)."""
+    b = ks.StreamsBuilder()
+    b.table("t", store=versioned()).to_stream().to("out")
+    driver = ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 10 * 1024 * 1024})
+    drivers.append(driver)
+    t = driver.create_input_topic("t")
+    t.pipe_input("a", "x", timestamp=10)
+    t.pipe_input("a", "y", timestamp=5)
+    t.pipe_input("a", "z", timestamp=12)
+    assert records(driver) == [("a", "x", 10), ("a", "y", 5), ("a", "z", 12)]
