@@ -12,6 +12,7 @@ from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.cluster.serdes import Serde, Serdes
 from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
+from kstream_nb.dsl.cogrouped import CogroupedKStream
 from kstream_nb.dsl.grouped import KGroupedStream, KGroupedTable
 from kstream_nb.dsl.kstream import KStream
 from kstream_nb.dsl.ktable import GlobalKTable, KTable
@@ -100,6 +101,7 @@ __all__ = [
     "WALL_CLOCK_TIME",
     "BufferConfig",
     "Change",
+    "CogroupedKStream",
     "DeserializationError",
     "FieldTimestampExtractor",
     "FixedKeyProcessor",
