@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
-from kstream_nb.state.store import StateStore, StateStoreContext
+from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
 
 _TS = struct.Struct(">q")
 _SEQ = struct.Struct(">i")
@@ -100,6 +100,22 @@ class TimeOrderedJoinBuffer(StateStore):
         self._entries, self._order = {}, []
 
     def __len__(self) -> int:
+        return len(self._order)
+
+    def all(self) -> list[KeyValue]:
+        """The waiting records as ``KeyValue(key, BufferedRecord)``, in eviction order (for queries)."""
+        entries = self._entries
+        return [KeyValue(record.key, record) for slot in list(self._order) if (record := entries.get(slot))]
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> list[KeyValue]:
+        """``all()`` (a buffer is read whole; bounds apply to keys that compare)."""
+        return [
+            kv
+            for kv in self.all()
+            if (from_key is None or not kv.key < from_key) and (to_key is None or not to_key < kv.key)
+        ]
+
+    def approximate_num_entries(self) -> int:
         return len(self._order)
 
     def put(self, key: Any, value: Any, timestamp: int, headers: Headers = ()) -> bool:

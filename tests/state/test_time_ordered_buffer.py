@@ -79,3 +79,11 @@ def test_headers_survive_the_changelog() -> None:
     other.registered[0][1]([(k, v, ts) for _, _, k, v, ts in context.logged])
     assert restored.put("z", "later", 100)
     assert restored.evict()[0] == BufferedRecord("a", "v", 5, (("h", b"1"), ("n", None)))
+
+
+def test_waiting_records_can_be_read() -> None:
+    buffer, _ = make(grace=5)
+    buffer.put("b", 1, 3)
+    buffer.put("a", 2, 4)
+    assert [(kv.key, kv.value.value) for kv in buffer.all()] == [("b", 1), ("a", 2)]
+    assert buffer.approximate_num_entries() == 2 and [kv.key for kv in buffer.range("b")] == ["b"]
