@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -495,13 +496,13 @@ def ops_of(case: Case) -> str:
     return " ".join(n["op"] for n in case["topology"])
 
 
-def pick_for_shrinking(differing: list[tuple[Case, Result, Result]], limit: int) -> list[int]:
-    """Indexes of at most ``limit`` differing cases, spread over their kinds of difference (error kinds, differing
-    parts, set of ops): one of each kind first, then a second of each, ..."""
+def pick_for_shrinking(differing: list[tuple[Case, Result, Result]], pool: list[int], limit: int) -> list[int]:
+    """At most ``limit`` indexes of ``pool`` (into ``differing``), spread over their kinds of difference (error
+    kinds, differing parts): one of each kind first, then a second of each, ..."""
     by_kind: dict[tuple[Any, ...], list[int]] = {}
-    for i, (c, j, p) in enumerate(differing):
-        kind = (signature(j, p), aspects(j, p), frozenset(n["op"] for n in c["topology"]))
-        by_kind.setdefault(kind, []).append(i)
+    for i in pool:
+        _, j, p = differing[i]
+        by_kind.setdefault((signature(j, p), aspects(j, p)), []).append(i)
     chosen: list[int] = []
     queues = list(by_kind.values())
     while len(chosen) < limit and any(queues):
@@ -511,11 +512,34 @@ def pick_for_shrinking(differing: list[tuple[Case, Result, Result]], limit: int)
     return sorted(chosen)
 
 
+def _ops(case: Case) -> Counter[str]:
+    return Counter(n["op"] for n in case["topology"])
+
+
+Pattern = tuple[Counter[str], tuple[str, ...], bool, int]  # ops, differing parts, cache on, index
+
+
+def explained_by(case: Case, parts: tuple[str, ...], patterns: list[Pattern]) -> int | None:
+    """The index of a minimal case whose ops all occur in ``case``, whose differing parts it shares and whose
+    cache setting it has when the minimal case caches (so ``case`` likely differs for the same reason), or None."""
+    ops = _ops(case)
+    cache = bool((case.get("config") or {}).get("cache"))
+    for small_ops, small_parts, small_cache, index in patterns:
+        if not small_ops - ops and set(small_parts) <= set(parts) and (cache or not small_cache):
+            return index
+    return None
+
+
 def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrink: bool = True,
-            budget_s: float = 600.0, max_shrink: int = 60,
+            budget_s: float = 600.0, max_shrink: int = 60, wave: int = 30,
             log: Callable[[str], None] = print) -> Report:  # fmt: skip
     """Runs ``cases`` on both sides; shrinks (at most ``max_shrink`` of) the differing ones and writes them to
-    ``out`` as ``<id>.json`` with both results."""
+    ``out`` as ``<id>.json`` with both results.
+
+    Shrinking goes in waves of ``wave`` cases: after each, a differing case whose ops contain a minimal case's
+    ops (with the same differing parts) counts as explained by it; the next wave picks among the unexplained
+    ones, until none is left, ``max_shrink`` cases were shrunk or ``budget_s`` seconds went by.
+    """
     report = Report(cases=len(cases))
     j_res, p_res, report.java_s, report.python_s = run_both(java, python, cases)
     differing = []
@@ -527,32 +551,58 @@ def compare(cases: list[Case], java: Side, python: Side, out: Path | None, shrin
         else:
             report.agree += 1
     minimal = [c for c, _, _ in differing]
-    shrunk = pick_for_shrinking(differing, max_shrink) if shrink else []
-    if shrunk:
-        log(f"shrinking {len(shrunk)} of {len(differing)} differing cases")
-        todo = [(differing[i][0], signature(differing[i][1], differing[i][2])) for i in shrunk]
-        for i, small in zip(shrunk, shrink_all(java, python, todo, budget_s, log)):
-            minimal[i] = small
-        j_min, p_min, _, _ = run_both(java, python, [minimal[i] for i in shrunk])
     finals = {i: (differing[i][1], differing[i][2]) for i in range(len(differing))}
-    for k, i in enumerate(shrunk):
-        if differences(j_min[k], p_min[k]):  # else (a flaky side?) the original case stays
-            finals[i] = (j_min[k], p_min[k])
-        else:
-            minimal[i] = differing[i][0]
+    shrunk: list[int] = []
+    patterns: list[Pattern] = []
+    explained: dict[int, int] = {}
+    start = time.monotonic()
+    while shrink and len(shrunk) < max_shrink and time.monotonic() - start < budget_s:
+        pool = [i for i in range(len(differing)) if i not in shrunk and i not in explained]
+        for i in list(pool):
+            found = explained_by(differing[i][0], aspects(*finals[i]), patterns)
+            if found is not None:
+                explained[i] = found
+                pool.remove(i)
+        if not pool:
+            break
+        picked = pick_for_shrinking(differing, pool, min(wave, max_shrink - len(shrunk)))
+        log(f"shrinking {len(picked)} of {len(pool)} unexplained differing cases ({len(differing)} differ)")
+        todo = [(differing[i][0], signature(*finals[i])) for i in picked]
+        left = budget_s - (time.monotonic() - start)
+        for i, small in zip(picked, shrink_all(java, python, todo, left, log)):
+            minimal[i] = small
+        j_min, p_min, _, _ = run_both(java, python, [minimal[i] for i in picked])
+        for k, i in enumerate(picked):
+            if differences(j_min[k], p_min[k]):  # else (a flaky side?) the original case stays
+                finals[i] = (j_min[k], p_min[k])
+            else:
+                minimal[i] = differing[i][0]
+            patterns.append(
+                (_ops(minimal[i]), aspects(*finals[i]), bool((minimal[i].get("config") or {}).get("cache")), i)
+            )
+        shrunk.extend(picked)
+        patterns.sort(key=lambda p: sum(p[0].values()))
     if out is not None and differing:
         out.mkdir(parents=True, exist_ok=True)
+    paths: dict[int, str] = {}
     for i, (case, _, _) in enumerate(differing):
         jm, pm = finals[i]
-        entry = {"id": case["id"], "case": minimal[i], "kafka_streams": jm, "kstream_nb": pm,
-                 "differences": differences(jm, pm), "shrunk": i in shrunk, "original_size": list(size(case)),
-                 "size": list(size(minimal[i]))}  # fmt: skip
+        entry: dict[str, Any] = {
+            "id": case["id"], "case": minimal[i], "kafka_streams": jm, "kstream_nb": pm,
+            "differences": differences(jm, pm), "shrunk": i in shrunk, "original_size": list(size(case)),
+            "size": list(size(minimal[i])),
+        }  # fmt: skip
         if out is not None:
             path = out / f"{case['id']}.json"
-            path.write_text(json.dumps(entry, indent=1) + "\n")
-            entry["path"] = str(path)
+            paths[i] = entry["path"] = str(path)
         entry["group"] = (ops_of(minimal[i]), aspects(jm, pm)) if i in shrunk else None
         report.differ.append(entry)
+    for i, entry in enumerate(report.differ):
+        if i in explained:
+            entry["explained_by"] = paths.get(explained[i], differing[explained[i]][0]["id"])
+        if out is not None:
+            Path(entry["path"]).write_text(json.dumps({k: v for k, v in entry.items() if k != "group"}, indent=1)
+                                           + "\n")  # fmt: skip
     return report
 
 
@@ -573,8 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases-file", type=Path, default=None, help="run these cases (.jsonl/.json) instead")
     parser.add_argument("--no-shrink", action="store_true", help="write differing cases as they are")
     parser.add_argument("--shrink-budget", type=float, default=900.0, help="seconds of shrinking at most (900)")
-    parser.add_argument("--max-shrink", type=int, default=60, help="differing cases shrunk at most (60), spread "
-                        "over kinds of difference; the others are written as they are")  # fmt: skip
+    parser.add_argument("--max-shrink", type=int, default=200, help="differing cases shrunk at most (200), in "
+                        "waves, each among the cases no minimal case explains yet")  # fmt: skip
     parser.add_argument("--jar", type=Path, default=JAR)
     args = parser.parse_args(argv)
     cases_file = args.cases_file or (Path(os.environ["KSNB_REFERENCE_CASES"]) if os.environ.get(
@@ -595,11 +645,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {line[:400]}")
     grouped = groups(report)
     if grouped:
-        print(f"{len(grouped)} groups of minimal cases (ops, differing parts):")
+        print(f"{len(grouped)} groups of minimal cases (ops, differing parts; cases shrunk + explained by them):")
+        by_path = Counter(e.get("explained_by") for e in report.differ)
         for g in grouped:
             ops, parts = g[0]["group"]
             smallest = min(g, key=lambda e: e["size"])
-            print(f"  {len(g):3d} x [{ops}] differ in {', '.join(parts)}: {smallest.get('path')}")
+            explains = sum(by_path[e.get("path")] for e in g)
+            print(f"  {len(g):3d} + {explains:3d} x [{ops}] differ in {', '.join(parts)}: {smallest.get('path')}")
+        unexplained = [e for e in report.differ if not e["shrunk"] and "explained_by" not in e]
+        if unexplained:
+            print(f"  {len(unexplained)} differing cases neither shrunk nor explained by a minimal case")
     print(f"time: Kafka Streams {report.java_s:.1f} s, kstream_nb {report.python_s:.1f} s (run in parallel); "
           f"total with shrinking {time.monotonic() - start:.1f} s")  # fmt: skip
     if report.unsupported:
