@@ -19,8 +19,17 @@ from kstream_nb.state.store import (
     StateStoreContext,
     WrappedKeyValueStore,
 )
+from kstream_nb.state.versioned import (
+    PUT_RETURN_CODE_NOT_PUT,
+    PUT_RETURN_CODE_VALID_TO_UNDEFINED,
+    VersionedKeyValueStore,
+    VersionedRecord,
+)
+from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
 
 __all__ = [
+    "PUT_RETURN_CODE_NOT_PUT",
+    "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
     "CachingKeyValueStore",
     "ChangeLoggingKeyValueStore",
     "CompositeReadOnlyKeyValueStore",
@@ -37,5 +46,9 @@ __all__ = [
     "StoreBuilder",
     "Stores",
     "ThreadCache",
+    "VersionedKeyValueStore",
+    "VersionedKeyValueStoreBuilder",
+    "VersionedKeyValueStoreSupplier",
+    "VersionedRecord",
     "WrappedKeyValueStore",
 ]
