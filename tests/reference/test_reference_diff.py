@@ -206,3 +206,12 @@ def test_identical_results_agree_and_errors_compare_by_kind() -> None:
     crashed_p = {**a, "outputs": {}, "error": "process: ProcessingError: other"}
     assert diff.differences(crashed_j, crashed_p) == []
     assert diff.differences(crashed_j, {**a, "error": "build: TypeError: no"})
+
+
+def test_regression_cases_record_what_kafka_streams_does(java: diff.Side) -> None:
+    """The Kafka Streams results recorded in tests/conformance/reference_cases are what the Java runner answers."""
+    from tests.conformance.test_reference_cases import CASES
+
+    answers = java([entry["case"] for entry in CASES])
+    wrong = {e["case"]["id"]: diff.differences(a, e["kafka_streams"]) for e, a in zip(CASES, answers)}
+    assert not {k: v for k, v in wrong.items() if v}
