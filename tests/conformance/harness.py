@@ -214,9 +214,10 @@ class CaseGraph:
         if op in ("fkJoin", "fkLeftJoin"):
             left, right = self.objects[node["left"]], self.objects[node["right"]]
             method = left.join if op == "fkJoin" else left.left_join
-            return method(
-                right, fn(node["joiner"]), store=self._store(node), foreign_key_extractor=fn(node["extractor"])
-            )
+            store = self._store(node)
+            if store:
+                self.stores[nid] = store
+            return method(right, fn(node["joiner"]), store=store, foreign_key_extractor=fn(node["extractor"]))
         if op == "process":
             name = self.rename(f"running-count-{nid}")
             store = Stores.key_value_store_builder(
