@@ -82,7 +82,7 @@ def snapshot(jar: Path, wait_s: float = 300.0) -> Path:
         time.sleep(2)
 
 
-def java_side(jar: Path = JAR, timeout_s: float = 3600.0) -> Side:
+def java_side(jar: Path = JAR, timeout_s: float = 3600.0, options: tuple[str, ...] = ()) -> Side:
     """The Java reference runner: one JVM per batch, cases written to its stdin while results are read (from a
     private copy of the jar, made at the first batch)."""
     private: list[Path] = []
@@ -92,7 +92,7 @@ def java_side(jar: Path = JAR, timeout_s: float = 3600.0) -> Side:
             return []
         if not private:
             private.append(snapshot(jar))
-        cmd = ["java", *JVM_OPTIONS, "-jar", str(private[0]), "--vocabulary", str(VOCABULARY)]
+        cmd = ["java", *JVM_OPTIONS, "-jar", str(private[0]), "--vocabulary", str(VOCABULARY), *options]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         stdin, stderr_chunks = proc.stdin, []
