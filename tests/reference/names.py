@@ -46,7 +46,7 @@ def compare(cases: list[Case]) -> tuple[int, int, Counter[str], list[tuple[str, 
     answers = java_side(JAR, options=("--describe",))(cases)
     compared = agree = 0
     kinds: Counter[str] = Counter()
-    examples = []
+    examples: list[tuple[str, set[str], set[str]]] = []
     for case, answer in zip(cases, answers):
         ours = kstream_nb_internal_topics(case)
         described: dict[str, Any] | None = answer.get("describe")
