@@ -18,6 +18,7 @@ Responses carry the left partition the subscription came from, so they go back t
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from hashlib import blake2b
 from typing import Any, NamedTuple
@@ -44,6 +45,7 @@ _HASH_SIZE = 16
 _VERSION = 0
 _INT = struct.Struct(">i")
 _HEAD = struct.Struct(">BBB")  # version, instruction / flags, hash present
+_ABSENT = object()
 
 
 class SubscriptionWrapper(NamedTuple):
@@ -219,20 +221,31 @@ class SubscriptionStateSerde(Serde):
 class SubscriptionIndexStore(InMemoryKeyValueStore):
     """In-memory ``(fk, pk) -> ValueAndTimestamp((hash, partition))`` plus an index fk -> {pk: value}.
 
-    The index answers "who subscribes to fk" in time proportional to the answer (Kafka does a prefix
-    scan over combined keys); restores go through ``put`` and so rebuild it.
+    The index answers "who subscribes to fk" in time proportional to the answer, in the order of
+    ``primary_key_order`` (the left key's serialized bytes: Kafka prefix-scans a byte-ordered store of
+    combined keys, so one right update fans out in primary-key byte order); restores go through ``put``
+    and so rebuild it.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, primary_key_order: Callable[[Any], Any]) -> None:
         super().__init__(name)
         self._by_fk: dict[Any, dict[Any, Any]] = {}
+        self._order = primary_key_order
+        self._fk_order: dict[Any, list[tuple[Any, Any]]] = {}  # fk -> sorted (order key, pk) of its subscribers
 
     def put(self, key: Any, value: Any) -> None:
         if value is None:
             self.delete(key)
             return
         super().put(key, value)
-        self._by_fk.setdefault(key[0], {})[key[1]] = value
+        fk, pk = key
+        subscribers = self._by_fk.get(fk)
+        if subscribers is None:
+            subscribers = self._by_fk[fk] = {}
+            self._fk_order[fk] = []
+        if pk not in subscribers:
+            insort(self._fk_order[fk], (self._order(pk), pk))
+        subscribers[pk] = value
 
     def put_if_absent(self, key: Any, value: Any) -> Any:
         old = self.get(key)
@@ -242,21 +255,30 @@ class SubscriptionIndexStore(InMemoryKeyValueStore):
 
     def delete(self, key: Any) -> Any:
         old = super().delete(key)
-        subscribers = self._by_fk.get(key[0])
-        if subscribers is not None:
-            subscribers.pop(key[1], None)
-            if not subscribers:
-                del self._by_fk[key[0]]
+        fk, pk = key
+        subscribers = self._by_fk.get(fk)
+        if subscribers is not None and subscribers.pop(pk, _ABSENT) is not _ABSENT:
+            if subscribers:
+                order = self._fk_order[fk]
+                at = bisect_left(order, (self._order(pk),))
+                while order[at][1] != pk:  # equal order keys (only for keys the serde cannot tell apart)
+                    at += 1
+                del order[at]
+            else:
+                del self._by_fk[fk], self._fk_order[fk]
         return old
 
     def close(self) -> None:
         super().close()
         self._by_fk.clear()
+        self._fk_order.clear()
 
     def subscribers(self, foreign_key: Any) -> list[tuple[Any, Any]]:
         """``(primary key, ValueAndTimestamp((hash, partition)))`` of every subscription to ``foreign_key``."""
         found = self._by_fk.get(foreign_key)
-        return list(found.items()) if found else []
+        if not found:
+            return []
+        return [(pk, found[pk]) for _, pk in self._fk_order[foreign_key]]
 
 
 class SubscriptionStoreBuilder:
@@ -277,8 +299,14 @@ class SubscriptionStoreBuilder:
         default = default_key_serde if default_key_serde is not None else "json"
         fk = serde_from(self.foreign_key_serde if self.foreign_key_serde is not None else default)
         pk = serde_from(self.primary_key_serde if self.primary_key_serde is not None else default)
+        name = self.name
+
+        def primary_key_order(key: Any) -> bytes:
+            return pk.serialize(name, key) or b""
+
+        index = SubscriptionIndexStore(name, primary_key_order)
         store = ChangeLoggingKeyValueStore(
-            SubscriptionIndexStore(self.name), CombinedKeySerde(fk, pk), SubscriptionStateSerde(), timestamped=True
+            index, CombinedKeySerde(fk, pk), SubscriptionStateSerde(), timestamped=True
         )
         return MeteredKeyValueStore(store)
 
