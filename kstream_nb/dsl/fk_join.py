@@ -101,7 +101,9 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     # left side: resolve the answers that are still current
     response_source = f"{base}-subscription-response-source"
     topology.add_source(response_source, response_topic, key_serde=left.key_serde, value_serde=response_serde)
-    builder.add_timestamped_store(result_store, left.key_serde, None)
+    # a named result store has Materialized's default record cache; a generated one none (Kafka does not
+    # materialize an FK join result it was given no store for)
+    builder.add_timestamped_store(result_store, left.key_serde, None, caching=store is not None)
     resolve = f"{base}-response-join"
     topology.add_processor(
         resolve, lambda: ResponseJoin(left_store, result_store, joiner, left_join, hasher), response_source,

@@ -29,7 +29,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
-from kstream_nb.processor.table_ops import is_latest
+from kstream_nb.processor.table_ops import is_latest, timestamped_tuple_forwarder
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore
@@ -390,8 +390,9 @@ class ResponseJoin(Processor):
     """Response -> joined row for the left key, unless the left row changed since it subscribed.
 
     The result is kept in ``result_store`` so each update carries the row it replaces (old value), as
-    downstream aggregations need. A right value of None gives a tombstone (inner join, or a deleted left
-    row) or ``joiner(left, None)`` (left join).
+    downstream aggregations need; when that store has a record cache (a store the user named: Kafka's
+    result KTableSource with its Materialized), the cache forwards the changes as it flushes them. A right
+    value of None gives a tombstone (inner join, or a deleted left row) or ``joiner(left, None)`` (left join).
     """
 
     context: NodeContext
@@ -408,6 +409,7 @@ class ResponseJoin(Processor):
         super().init(context)
         self.left = context.get_state_store(self.left_store)
         self.results = context.get_state_store(self.result_store)
+        self.forward_now = timestamped_tuple_forwarder(self.results, context)
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -423,8 +425,9 @@ class ResponseJoin(Processor):
             result = self.joiner(left_value, foreign)
         old = self.results.get(key)
         self.results.put(key, None if result is None else ValueAndTimestamp(result, record.timestamp))
-        old_value = None if old is None else old.value
-        self.context.forward(Record(key, Change(result, old_value), record.timestamp, record.headers))
+        if self.forward_now:
+            old_value = None if old is None else old.value
+            self.context.forward(Record(key, Change(result, old_value), record.timestamp, record.headers))
 
 
 # ---- right side ----------------------------------------------------------------------------------
