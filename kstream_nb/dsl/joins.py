@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kstream_nb.dsl.repartition import keep_null_keys_upstream
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor.stream_stateless import PassThrough
@@ -77,6 +78,8 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Callable[[Any, Any
     merge = builder.new_name("KSTREAM-MERGE")
     topology.add_processor(merge, PassThrough, this_name, other_name)
     topology.add_copartition_group(left.node, right.node)
+    if kind != "inner":
+        keep_null_keys_upstream(topology, left.node, right.node)
     return KStream(builder, merge, left.key_serde, None)
 
 
@@ -94,7 +97,7 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
     if grace_ms is not None and table.history_retention_ms is not None and grace_ms > table.history_retention_ms:
         raise TopologyError("History retention must be at least grace period.")
     stream = stream.repartitioned_if_required(builder.new_name("KSTREAM-JOIN"))
-    store = table.materialized_store()
+    store = table.materialized_store(send_old_values=False)
     node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
     stores = [store]
     buffer = None
@@ -108,6 +111,8 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
         node, lambda: KStreamKTableJoin(store, joiner, left_join, buffer_store=buffer), stream.node, stores=stores
     )
     builder.topology.add_copartition_group(stream.node, table.node)
+    if left_join:
+        keep_null_keys_upstream(builder.topology, stream.node)
     return KStream(builder, node, stream.key_serde, None)
 
 
@@ -122,6 +127,8 @@ def stream_global_table_join(stream: KStream, table: GlobalKTable, key_selector:
     builder.topology.add_processor(
         node, lambda: KStreamKTableJoin(store, joiner, left_join, key_selector), stream.node, stores=[store]
     )
+    if left_join:
+        keep_null_keys_upstream(builder.topology, stream.node)
     return KStream(builder, node, stream.key_serde, None, stream.repartition_required)
 
 
@@ -133,7 +140,9 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
 
     builder = left._builder
     topology = builder.topology
-    left_store, right_store = left.materialized_store(), right.materialized_store()
+    # Kafka: a left (outer) join asks the left (both) side(s) for old values; an inner join only reads them
+    left_store = left.materialized_store(send_old_values=kind != "inner")
+    right_store = right.materialized_store(send_old_values=kind == "outer")
     this_name = builder.new_name("KTABLE-JOINTHIS")
     other_name = builder.new_name("KTABLE-JOINOTHER")
     topology.add_processor(
@@ -146,4 +155,5 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     topology.add_processor(merge, PassThrough, this_name, other_name)
     topology.add_copartition_group(left.node, right.node)
     result = KTable(builder, merge, left.key_serde, None)
+    result.old_value_parents = (left, right)  # asked for old values, the join asks both sides
     return result.materialize(store) if store else result

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.dsl.functions import check_callable, takes_key
+from kstream_nb.dsl.repartition import RepartitionNullKeyFilter
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.sink import StreamPartitioner
@@ -209,7 +210,8 @@ class KStream:
         key_serde: Any = None,
         value_serde: Any = None,
     ) -> KStream:
-        """Re-distributes records by key through ``<application_id>-<name>-repartition``."""
+        """Re-distributes records by key through ``<application_id>-<name>-repartition``; null-key records are
+        dropped (not counted) unless a left/outer join that accepts them is downstream (KIP-962)."""
         if number_of_partitions is not None and number_of_partitions < 1:
             raise ValueError(f"number_of_partitions must be >= 1, got {number_of_partitions}")
         base = name or self._builder.new_name("KSTREAM-REPARTITION")
@@ -224,7 +226,7 @@ class KStream:
         partitioner: StreamPartitioner | None,
         key_serde: Any,
         value_serde: Any,
-        filter_null_keys: bool,
+        filter_null_keys: bool = True,
     ) -> KStream:
         topic = f"{base}-repartition"
         if topic in self._builder.topology.repartition_topics:
@@ -232,13 +234,11 @@ class KStream:
         self._builder.topology.add_repartition_topic(topic, partitions)
         key_serde = key_serde if key_serde is not None else self.key_serde
         value_serde = value_serde if value_serde is not None else self.value_serde
-        stream = self
-        if filter_null_keys:
-            stream = self._then(
-                f"{base}-repartition-filter",
-                lambda: ops.KStreamFilter(lambda k, v: k is not None),
-                name=f"{base}-repartition-filter",
-            )
+        # every repartition drops null keys (silently) unless a join accepting them is downstream (KIP-962;
+        # kstream_nb.dsl.repartition): ``filter_null_keys`` is kept for callers and no longer decides
+        stream = self._then(
+            f"{base}-repartition-filter", RepartitionNullKeyFilter(), name=f"{base}-repartition-filter"
+        )
         self._builder.topology.add_sink(
             f"{base}-repartition-sink",
             topic,

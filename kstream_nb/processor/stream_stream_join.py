@@ -3,6 +3,12 @@
 Each side stores its records in its own window store and looks up the other side's. For left/outer
 joins an unmatched record waits in the shared ``JoinBuffer`` and is emitted padded with None only once
 its window has closed (window end + grace behind the shared stream time), unless a match arrives first.
+
+As Kafka's ``KStreamKStreamJoin`` (4.x): every record, null key or value included, first advances the join's
+shared stream time; an outer side (left of a left join, both of an outer join) forwards a null-key record
+padded with None at once (KIP-962); other null keys or values are dropped and counted. The window stores
+keep ``before + after + grace`` of history behind their own observed stream time: an older record of the
+other side is no longer found (Kafka's window store fetch starts at observed stream time - retention + 1).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ class KStreamKStreamJoinSide(Processor):
         self.other_store_name = other_store
         self.buffer_store_name = buffer_store
         self.outer = outer
+        self.retention = windows.before_ms + windows.after_ms + windows.grace_ms
         if left_side:
             self.before, self.after = windows.before_ms, windows.after_ms
         else:
@@ -48,27 +55,31 @@ class KStreamKStreamJoinSide(Processor):
 
     def process(self, record: Record) -> None:
         key, value, ts = record.key, record.value, record.timestamp
+        buffer = self.buffer
+        if buffer is not None:
+            buffer.advance_stream_time(ts)
         if key is None or value is None:
-            if key is None and value is not None and self.outer and self.left_side:
+            if key is None and value is not None and self.outer:
                 self.context.forward(record.with_value(self._join(value, None)))
                 return
             self.context.record_dropped("null key or value in stream-stream join")
             return
         self.this_store.put(key, value, ts)
-        buffer = self.buffer
-        if buffer is not None:
-            buffer.advance_stream_time(ts)
-            if buffer.has_pending() and ts == buffer.stream_time:
-                self._emit_expired(buffer)
+        if buffer is not None and buffer.has_pending() and ts == buffer.stream_time:
+            self._emit_expired(buffer)
         matched = False
-        for other_ts, other_value in self.other_store.fetch_range(key, ts - self.before, ts + self.after):
+        other = self.other_store
+        oldest = other.observed_stream_time - self.retention
+        for other_ts, other_value in other.fetch_range(key, max(0, ts - self.before), max(0, ts + self.after)):
+            if other_ts <= oldest:
+                continue  # behind the other store's retention: Kafka's window store no longer returns it
             matched = True
             if buffer is not None:
                 buffer.remove(other_ts, not self.left_side, key)
             self.context.forward(Record(key, self._join(value, other_value), max(ts, other_ts), record.headers))
         if matched or not self.outer:
             return
-        if buffer is None or self.windows.eager_null_results or ts + self.after < buffer.stream_time:
+        if buffer is None or self.windows.eager_null_results or max(0, ts + self.after) < buffer.stream_time:
             self.context.forward(record.with_value(self._join(value, None)))
         else:
             buffer.add(ts, self.left_side, key, value)

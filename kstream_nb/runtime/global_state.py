@@ -50,6 +50,8 @@ class GlobalStores:
         self.specs: dict[str, GlobalStoreSpec] = topology.global_stores
         self.config = config
         self.stores: dict[str, StateStore] = {}
+        #: records skipped for a null key (Kafka's KTableSource of a global table counts them as dropped)
+        self.dropped_total = 0
         self._by_topic: dict[str, tuple[GlobalStoreSpec, StateStore]] = {}
         context = _GlobalContext(config)
         for name, spec in self.specs.items():
@@ -63,7 +65,8 @@ class GlobalStores:
         return list(self._by_topic)
 
     def apply(self, batch: FetchedBatch) -> None:
-        """Upserts a batch of records into the topic's global store (null value deletes)."""
+        """Upserts a batch of records into the topic's global store (null value deletes; null key: dropped and
+        counted)."""
         spec, store = self._by_topic[batch.topic]
         key_serde = spec.key_serde or self.config.default_key_serde
         value_serde = spec.value_serde or self.config.default_value_serde
@@ -77,6 +80,7 @@ class GlobalStores:
                     topic=r.topic, partition=r.partition, offset=r.offset,
                 ) from e  # fmt: skip
             if key is None:
+                self.dropped_total += 1
                 continue
             store.put(key, None if value is None else ValueAndTimestamp(value, r.timestamp))  # type: ignore[attr-defined]
 

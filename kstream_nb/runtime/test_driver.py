@@ -219,7 +219,7 @@ class TopologyTestDriver:
 
     @property
     def dropped_records_total(self) -> int:
-        return sum(t.dropped_total for t in self.tasks)
+        return sum(t.dropped_total for t in self.tasks) + self.global_stores.dropped_total
 
     def metrics(self) -> dict[str, Any]:
         return {
