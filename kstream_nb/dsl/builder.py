@@ -57,6 +57,8 @@ class StreamsBuilder:
         table (updates kept by timestamp; out-of-order ones are history, not the latest row)."""
         from kstream_nb.dsl.ktable import KTable, add_table_store
 
+        # Kafka's order: the generated store name (<topic>-STATE-STORE-<n>) first, then the two nodes
+        chosen = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
         source = self.new_name("KSTREAM-SOURCE")
         self.topology.add_source(
             source,
@@ -65,7 +67,6 @@ class StreamsBuilder:
             value_serde=value_serde,
             timestamp_extractor=timestamp_extractor,
         )
-        chosen = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
         store_name, versioned = add_table_store(self, chosen, key_serde, value_serde, caching=True)
         node = self.new_name("KTABLE-SOURCE")
         self.topology.add_processor(

@@ -233,7 +233,8 @@ class CaseGraph:
             windowed = self.typed and self.info[node["from"]].windowed
             key_serde = WINDOWED_KEYS if windowed else self.key_serde(node["from"])
             src.to(self.rename(node["topic"]), key_serde, self.value_serde(node["from"]))
-            self._capture(src, nid)
+            if windowed or not self.typed:  # typed (reference) cases read a plain `to` from its topic, as Java
+                self._capture(src, nid)
             return None
         raise ValueError(f"unknown op {op!r}")
 
