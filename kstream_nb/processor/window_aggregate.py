@@ -111,7 +111,7 @@ class KStreamWindowAggregate(_WindowAggregate):
             else:
                 old_agg, new_ts = old.value, max(ts, old.timestamp)
             new_agg = self.aggregator(key, record.value, old_agg)
-            self.store.put(key, ValueAndTimestamp(new_agg, new_ts), start)
+            self.store.put(key, _stored(new_agg, new_ts), start)
             if self.emit_on_update and self.forward_now:
                 self._forward(Windowed(key, start, end), new_agg, old.value if old else None, new_ts)
         if not self.emit_on_update:
@@ -234,7 +234,7 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
             return
         new_agg = self.aggregator(key, value, vt.value)
         new_ts = ts if vt.value is None else max(ts, vt.timestamp)
-        self.store.put(key, ValueAndTimestamp(new_agg, new_ts), start)
+        self.store.put(key, _stored(new_agg, new_ts), start)
         if self.emit_on_update:
             self._forward(Windowed(key, start, end), new_agg, vt.value, new_ts)
 
@@ -310,6 +310,12 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
         for s, k, vt, e in closed:
             self._forward(Windowed(k, s, e), vt.value, None, e)
         self._emitted_up_to(close_time)
+
+
+def _stored(agg: Any, timestamp: int) -> ValueAndTimestamp | None:
+    """What a window store keeps for an aggregate: nothing for None (Kafka's ValueAndTimestamp.make: a null
+    aggregate, as a windowed reduce of a null first value, deletes the window)."""
+    return None if agg is None else ValueAndTimestamp(agg, timestamp)
 
 
 def _by_start_then_key(rows: list[tuple[int, Any, Any]]) -> list[tuple[int, Any, Any]]:

@@ -3,16 +3,15 @@
 Kafka Streams' default DSL store (RocksDB) keeps windows in time segments of ``max(retention / 2, 60 s)``
 (window start, or session end) and drops a segment once it is older than the one holding stream time minus
 the retention: a window is *kept* until then (at most ``kept_ms`` behind stream time), and
-a single window (``fetch(key, start)``, ``fetch_session``: what a windowed join looks up) is read while
-kept; range reads (``fetch_range``, ``fetch_all``, ``find_sessions``, ``all``: what aggregations and
-interactive queries see) return only the windows within the retention behind the store's stream time (its
-latest window start, or session end): start (end) > stream time - retention. These are the answers of
-Kafka Streams 4.4 to the same inputs (checked with the reference runner of ``tests/reference``).
+every read (``fetch``, ``fetch_session``, ``fetch_range``, ``fetch_all``, ``find_sessions``, ``all``: what
+aggregations and interactive queries see) returns only the windows within the retention behind the store's
+stream time (its latest window start, or session end): start (end) > stream time - retention. These are the
+answers of Kafka Streams 4.4 to the same inputs (checked with the reference runner of ``tests/reference``).
 
-An emit-on-close aggregation emits every closed window the store keeps (``emit_final`` stores do not hide
-old windows; sessions: ``all_kept``), as Kafka does for sessions. (Kafka's emit-on-close time and sliding
-window stores read only windows with start >= stream time - retention, so there a window closed by a jump of
-stream time past the retention is never emitted; kstream_nb emits it.)
+The store of an emit-on-close time or sliding window aggregation (``emit_final``) is Kafka's time-ordered
+store: its reads see start >= stream time - retention, so a window closed by a jump of stream time past the
+retention is never emitted. Emit-on-close sessions emit every session the store keeps (``all_kept``), as
+Kafka's time-ordered session store does.
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ class _Segmented:
 
 
 class DslWindowStore(_Segmented, InMemoryWindowStore):
-    """Windows kept segment-wise for ``retention_ms``; range reads see those within ``retention_ms`` (all kept
-    windows with ``emit_final``: the store of an emit-on-close aggregation)."""
+    """Windows kept segment-wise for ``retention_ms``; reads see those within ``retention_ms`` (``emit_final``:
+    the time-ordered store of an emit-on-close aggregation, which also sees start = stream time - retention)."""
 
     def __init__(self, name: str, retention_ms: int, window_size_ms: int, emit_final: bool = False) -> None:
         super().__init__(name, kept_ms(retention_ms), window_size_ms)
@@ -61,22 +60,26 @@ class DslWindowStore(_Segmented, InMemoryWindowStore):
         self.read_retention_ms = retention_ms
         self.emit_final = emit_final
 
-    def _live_from(self, time_from: int | None) -> int | None:
-        if self.emit_final:
-            return time_from
-        low = self.observed_stream_time - self.read_retention_ms + 1
-        return low if time_from is None else max(time_from, low)
+    def _visible_from(self) -> int:
+        """The oldest window start reads return (Kafka: > stream time - retention; time-ordered: >=)."""
+        low = self.observed_stream_time - self.read_retention_ms
+        return low if self.emit_final else low + 1
+
+    def fetch(self, key: Any, window_start: int) -> Any:
+        if window_start < self._visible_from():
+            return None
+        return super().fetch(key, window_start)
 
     def fetch_range(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
-        live_from = self._live_from(time_from)
-        return super().fetch_range(key, time_from if live_from is None else live_from, time_to)
+        return super().fetch_range(key, max(time_from, self._visible_from()), time_to)
 
     def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
-        return super().fetch_all(self._live_from(time_from), time_to)
+        low = self._visible_from()
+        return super().fetch_all(low if time_from is None else max(time_from, low), time_to)
 
 
 class DslSessionStore(_Segmented, InMemorySessionStore):
-    """Sessions kept for ``kept_ms(retention_ms)``; range reads see those ending within ``retention_ms``."""
+    """Sessions kept for ``kept_ms(retention_ms)``; reads see those ending within ``retention_ms``."""
 
     def __init__(self, name: str, retention_ms: int) -> None:
         super().__init__(name, kept_ms(retention_ms))
@@ -87,6 +90,9 @@ class DslSessionStore(_Segmented, InMemorySessionStore):
 
     def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
         return super().find_sessions(key, max(earliest_end, self._live_from()), latest_start)
+
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        return None if end < self._live_from() else super().fetch_session(key, start, end)
 
     def all(self) -> list[tuple[Any, int, int, Any]]:
         live_from = self._live_from()

@@ -20,6 +20,7 @@ from rocksdict import Options, Rdict
 
 from kstream_nb.cluster.serdes import Serde, serde_from
 from kstream_nb.errors import IllegalStateError
+from kstream_nb.state.dsl_window_store import DslSessionStore, DslWindowStore
 from kstream_nb.state.rocksdb import decode_value, encode_value
 from kstream_nb.state.store import (
     KeyValue,
@@ -154,6 +155,8 @@ class _RocksDBTimeStore:
         self._value_serde: Serde = serde_from("json")
         self._timestamped = False
         self._live_from = -(2**63)
+        #: reads see start (session end) >= stream time - retention + this (0: Kafka's time-ordered store)
+        self.visible_offset = 1
 
     def use_serdes(self, key_serde: Serde, value_serde: Serde, timestamped: bool) -> None:
         """How keys and values become bytes (the builder's serdes; timestamped = ValueAndTimestamp values)."""
@@ -188,9 +191,20 @@ class _RocksDBTimeStore:
             raise ValueError(f"store {self._name!r}: keys must not be None")
         return data
 
+    def _visible_from(self) -> int:
+        """The oldest window start (session end) reads return."""
+        return self.observed_stream_time - self.retention_ms + self.visible_offset
+
+    def _live(self, timestamp: int) -> bool:
+        """Whether the segment of ``timestamp`` is live (Kafka: not older than the one of stream time -
+        retention): a put there is kept, though reads may no longer see it."""
+        return timestamp // self.segment_interval_ms >= (self.observed_stream_time - self.retention_ms) // (
+            self.segment_interval_ms
+        )
+
     def _drop_expired(self) -> None:
-        """Drops the segments whose every entry is past retention (only when that moves)."""
-        live_from = (self.observed_stream_time - self.retention_ms + 1) // self.segment_interval_ms
+        """Drops the segments older than the one of stream time - retention (only when that moves)."""
+        live_from = (self.observed_stream_time - self.retention_ms) // self.segment_interval_ms
         if live_from > self._live_from:
             self._live_from = live_from
             self._db().drop_before(live_from)
@@ -250,7 +264,7 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         self._observe(window_start)
-        if window_start <= self.observed_stream_time - self.retention_ms:
+        if not self._live(window_start):
             return
         segments = self._db()
         raw = self._key(key) + _TS.pack(window_start)
@@ -276,7 +290,7 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
                 continue
             start = _TS.unpack_from(raw, len(raw) - suffix)[0]
             self._observe(start)
-            if start <= self.observed_stream_time - self.retention_ms:
+            if not self._live(start):
                 continue
             segment_id = segments.segment_id(start)
             if data is None:
@@ -291,7 +305,7 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
 
     def _scan(self, raw_key: bytes, time_from: int, time_to: int) -> Iterator[tuple[int, bytes]]:
         """(window start, value bytes) of one key with start in [time_from, time_to], by start then seq."""
-        time_from = max(time_from, self.observed_stream_time - self.retention_ms + 1)
+        time_from = max(time_from, self._visible_from())
         if time_from > time_to:
             return
         segments = self._db()
@@ -311,7 +325,7 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
         if self.retain_duplicates:
             values = [self._decode(d) for _, d in self._scan(self._key(key), window_start, window_start)]
             return values or None
-        if window_start <= self.observed_stream_time - self.retention_ms:
+        if window_start < self._visible_from():
             return None
         segments = self._db()
         segment = segments.get(segments.segment_id(window_start))
@@ -323,7 +337,7 @@ class RocksDBWindowStore(_RocksDBTimeStore, WindowStore):
 
     def fetch_all(self, time_from: int | None = None, time_to: int | None = None) -> list[tuple[Any, int, Any]]:
         """(key, window start, value) in the range, by key (natural order, as in memory) then start."""
-        low = self.observed_stream_time - self.retention_ms + 1
+        low = self._visible_from()
         if time_from is not None:
             low = max(low, time_from)
         segments = self._db()
@@ -380,7 +394,7 @@ class RocksDBSessionStore(_RocksDBTimeStore, SessionStore):
             segment = segments.get(segment_id)
             if segment is not None:
                 del segment[raw]
-        elif end > self.observed_stream_time - self.retention_ms:
+        elif self._live(end):
             segments.get_or_create(segment_id)[raw] = self._value_serde.serialize(self._name, value) or b""
         self._drop_expired()
 
@@ -397,13 +411,13 @@ class RocksDBSessionStore(_RocksDBTimeStore, SessionStore):
                 segment = segments.get(segment_id)
                 if segment is not None:
                     del segment[raw]
-            elif end > self.observed_stream_time - self.retention_ms:
+            elif self._live(end):
                 segments.get_or_create(segment_id)[raw] = data
         self._drop_expired()
 
     def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
         raw_key = self._key(key)
-        low = max(earliest_end, self.observed_stream_time - self.retention_ms + 1)
+        low = max(earliest_end, self._visible_from())
         segments = self._db()
         size = len(raw_key) + 16
         interval = self.segment_interval_ms
@@ -421,7 +435,7 @@ class RocksDBSessionStore(_RocksDBTimeStore, SessionStore):
         return [(s, e, self._decode(d)) for s, e, d in found]
 
     def fetch_session(self, key: Any, start: int, end: int) -> Any:
-        if end <= self.observed_stream_time - self.retention_ms:
+        if end < self._visible_from():
             return None
         segments = self._db()
         segment = segments.get(segments.segment_id(end))
@@ -430,12 +444,18 @@ class RocksDBSessionStore(_RocksDBTimeStore, SessionStore):
 
     def all(self) -> list[tuple[Any, int, int, Any]]:
         """(key, start, end, value) of every session, by key (natural order, as in memory) then start."""
-        limit = self.observed_stream_time - self.retention_ms
+        return self._sessions(self._visible_from())
+
+    def all_kept(self) -> list[tuple[Any, int, int, Any]]:
+        """Every kept session, also those past the retention (what emit-on-close sessions emit)."""
+        return self._sessions(-(2**63))
+
+    def _sessions(self, low: int) -> list[tuple[Any, int, int, Any]]:
         by_key: dict[bytes, list[tuple[int, int, bytes]]] = {}
         for _, segment in self._db().all():
             for raw, data in _items(segment):
                 end, start = _END_START.unpack_from(raw, len(raw) - 16)
-                if end > limit:
+                if end >= low:
                     by_key.setdefault(raw[: len(raw) - 16], []).append((start, end, data))
         keys = sort_entries([KeyValue(self._key_serde.deserialize(self._name, k), k) for k in by_key])
         out: list[tuple[Any, int, int, Any]] = []
@@ -451,7 +471,14 @@ class RocksDBSessionStore(_RocksDBTimeStore, SessionStore):
 
 
 def persistent_equivalent(store: WindowStore | SessionStore) -> WindowStore | SessionStore:
-    """The RocksDB store with the same name, retention and window settings as an in-memory one."""
+    """The RocksDB store with the same name, retention and window settings as an in-memory one (for the DSL
+    stores of ``kstream_nb.state.dsl_window_store``: their retention, and reads as theirs)."""
+    if isinstance(store, DslWindowStore):
+        window = RocksDBWindowStore(store.name, store.read_retention_ms, store.window_size_ms)
+        window.visible_offset = 0 if store.emit_final else 1
+        return window
+    if isinstance(store, DslSessionStore):
+        return RocksDBSessionStore(store.name, store.read_retention_ms)
     if isinstance(store, InMemoryWindowStore):
         return RocksDBWindowStore(store.name, store.retention_ms, store.window_size_ms, store.retain_duplicates)
     if isinstance(store, InMemorySessionStore):

@@ -24,7 +24,7 @@ def final_counts(kind: str) -> ks.Topology:
         .group_by_key()
         .windowed_by(WINDOWS[kind]())
         .emit_strategy("on_window_close")
-        .count(store="wc")
+        .count(store="wc", retention="1m")  # keeps the windows a jump of stream time closes (as Kafka's store)
         .to_stream()
         .map(lambda w, n: (f"{w.key}@{w.start}", n))
         .to("final-counts")

@@ -17,8 +17,9 @@ from tests.helpers import backend
 def test_dsl_window_session_and_join_stores_are_rocksdb(tmp_path: Path) -> None:
     b = ks.StreamsBuilder()
     grouped = b.stream("clicks").group_by_key()
-    grouped.windowed_by(TimeWindows.of(10)).count(store="per-window")
-    grouped.windowed_by(SessionWindows.with_gap(5)).count(store="sessions")
+    # retention=100: the windows stay within the retention, so reads see them all (as Kafka's store)
+    grouped.windowed_by(TimeWindows.of(10)).count(store="per-window", retention=100)
+    grouped.windowed_by(SessionWindows.with_gap(5)).count(store="sessions", retention=100)
     left, right = b.stream("left"), b.stream("right")
     left.join(right, lambda lv, rv: f"{lv}+{rv}", JoinWindows.of(10)).to("joined")
     settings = {"default_dsl_store": "rocksdb", "state_dir": str(tmp_path)}
@@ -48,8 +49,8 @@ def test_restart_keeps_windows_and_restores_only_the_changelog_tail(tmp_path: Pa
     url = f"memory://rocks-win-{uuid.uuid4().hex[:8]}"
     b = ks.StreamsBuilder()
     grouped = b.stream("clicks").group_by_key()
-    grouped.windowed_by(TimeWindows.of(60_000)).count(store="per-minute")
-    grouped.windowed_by(SessionWindows.with_gap(60_000)).count(store="sessions")
+    grouped.windowed_by(TimeWindows.of(60_000)).count(store="per-minute", retention="1h")
+    grouped.windowed_by(SessionWindows.with_gap(60_000)).count(store="sessions", retention="1h")
     settings = {"state_dir": str(tmp_path), "default_dsl_store": "rocksdb", "commit_interval_ms": 50}
 
     ks.produce("clicks", [("a", 1), ("b", 1), ("a", 1)], url, timestamps=[1_000, 2_000, 61_000])
