@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.processor.table_ops import KTableSource
 from kstream_nb.state.builders import Stores
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology, default_name_factory
@@ -55,7 +54,7 @@ class StreamsBuilder:
         """A KTable over a topic: upsert by key, a null value deletes, null keys are dropped. ``store``: a store
         name, or ``ks.Stores.persistent_versioned_key_value_store(name, history_retention)`` for a versioned
         table (updates kept by timestamp; out-of-order ones are history, not the latest row)."""
-        from kstream_nb.dsl.ktable import KTable, add_table_store
+        from kstream_nb.dsl.ktable import table_source
 
         # Kafka's order: the generated store name (<topic>-STATE-STORE-<n>) first, then the two nodes
         chosen = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
@@ -67,14 +66,7 @@ class StreamsBuilder:
             value_serde=value_serde,
             timestamp_extractor=timestamp_extractor,
         )
-        store_name, versioned = add_table_store(self, chosen, key_serde, value_serde, caching=True)
-        node = self.new_name("KTABLE-SOURCE")
-        self.topology.add_processor(
-            node, _supplier(KTableSource, store_name, store is not None), source, stores=[store_name]
-        )
-        table = KTable(self, node, _serde(key_serde), _serde(value_serde), store_name)
-        table.versioned_supplier = versioned
-        return table
+        return table_source(self, source, store, chosen, key_serde, value_serde)
 
     def global_table(self, topic: str, key_serde: Any = None, value_serde: Any = None,
                      store: str | None = None) -> GlobalKTable:  # fmt: skip

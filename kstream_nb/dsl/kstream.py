@@ -10,7 +10,6 @@ from kstream_nb.dsl.repartition import RepartitionNullKeyFilter
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.sink import StreamPartitioner
-from kstream_nb.processor.table_ops import KTableSource
 from kstream_nb.processor.topic_extractor_sink import TopicNameExtractor
 
 if TYPE_CHECKING:
@@ -334,18 +333,13 @@ class KStream:
     def to_table(self, store: Any = None, name: str | None = None) -> KTable:
         """Reads the stream as a changelog: the latest value per key (null value deletes). ``store``: a store
         name, or ``ks.Stores.persistent_versioned_key_value_store(...)`` for a versioned table."""
-        from kstream_nb.dsl.ktable import KTable, add_table_store
+        from kstream_nb.dsl.ktable import table_source
 
         chosen = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
         stream = self.repartitioned_if_required(chosen if isinstance(chosen, str) else chosen.name)
-        store_name, versioned = add_table_store(self._builder, chosen, stream.key_serde, stream.value_serde)
         node = name or self._builder.new_name("KSTREAM-TOTABLE")
-        self._builder.topology.add_processor(
-            node, lambda: KTableSource(store_name, store is not None), stream.node, stores=[store_name]
-        )
-        table = KTable(self._builder, node, stream.key_serde, stream.value_serde, store_name if store else None)
-        table.versioned_supplier = versioned
-        return table
+        # as Kafka's toTable: a named store is cached; without one the table is materialized only if needed
+        return table_source(self._builder, stream.node, store, chosen, stream.key_serde, stream.value_serde, node)
 
     def __repr__(self) -> str:
         return f"KStream({self.node})"

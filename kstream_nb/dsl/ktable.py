@@ -39,6 +39,40 @@ def add_table_store(builder: StreamsBuilder, store: TableStore, key_serde: Any, 
     return store, None
 
 
+def table_source(builder: StreamsBuilder, parent: str, store: TableStore | None, default_store: str,
+                 key_serde: Any, value_serde: Any, name: str | None = None) -> KTable:  # fmt: skip
+    """A table read from ``parent``'s records (``builder.table``, ``KStream.to_table``): Kafka's KTableSource.
+
+    Named (``store``), it is materialized at once, in a cached store; unnamed, it gets a store named
+    ``default_store`` only when a later operation needs one (a join's lookups, old values for a group_by,
+    suppress or a left/outer join), as Kafka materializes a source KTable only then.
+    """
+    flags = table_ops.TableFlags(send_old_values=False, materialized=store is not None)
+    store_name, versioned = default_store, None
+    stores: list[str] = []
+    if store is not None:
+        store_name, versioned = add_table_store(builder, store, key_serde, value_serde, caching=True)
+        stores.append(store_name)
+    node = name or builder.new_name("KTABLE-SOURCE")
+    queryable = store is not None
+
+    def supplier() -> table_ops.KTableSource:
+        return table_ops.KTableSource(store_name, queryable, flags)
+
+    builder.topology.add_processor(node, supplier, parent, stores=stores)
+    table = KTable(builder, node, _serde(key_serde), _serde(value_serde), store_name if queryable else None)
+    table.flags = flags
+    table.versioned_supplier = versioned
+    table._source_store = (store_name, key_serde, value_serde)
+    return table
+
+
+def _serde(spec: Any) -> Any:
+    from kstream_nb.cluster.serdes import serde_from
+
+    return None if spec is None else serde_from(spec)
+
+
 def _store_name(store: TableStore | None) -> str | None:
     """A foreign-key join's result store: a name only."""
     if store is None or isinstance(store, str):
@@ -52,6 +86,10 @@ class KTable:
     ``store_name`` is set when the table is materialized under a name a user can query. ``versioned_supplier``
     is set when the table's rows come from a versioned store (KIP-914): its own, or, for a filter or map_values
     not materialized, its parent's ("versioned semantics are inherited from upstream").
+
+    ``flags`` say whether the table's processor forwards old values (Kafka's ``sendOldValues``): a table source,
+    filter, map_values or transform_values only when a downstream operation asks (``enable_sending_old_values``);
+    other tables (aggregations, joins) always do.
     """
 
     def __init__(
@@ -71,6 +109,47 @@ class KTable:
         self.window_close_ms: int | None = None
         #: the versioned store this table's rows come from (its own or an upstream one), None if not versioned
         self.versioned_supplier: VersionedKeyValueStoreSupplier | None = None
+        #: read by the table's processor when a task creates it (old values; a source's store)
+        self.flags = table_ops.TableFlags()
+        #: a table source: its store's name and serdes, to add the store when it is needed
+        self._source_store: tuple[str, Any, Any] | None = None
+        #: a filter, map_values or transform_values: the table it reads (old values come from it)
+        self._parent: KTable | None = None
+        #: a table-table join: both sides (sending old values asks both for them)
+        self.old_value_parents: tuple[KTable, ...] = ()
+        #: the store the table's own processor keeps (a filter/map_values/transform_values with ``store=``)
+        self._own_store = False
+
+    def enable_sending_old_values(self, force_materialization: bool = True) -> bool:
+        """Asks this table's processor to forward old values (Kafka's ``KTableImpl.enableSendingOldValues``);
+        False when it cannot without materializing an upstream source and ``force_materialization`` is False.
+        """
+        flags = self.flags
+        if flags.send_old_values and not self.old_value_parents:
+            return True
+        if self._source_store is not None:
+            if not force_materialization and not flags.materialized:
+                return False
+            self._materialize_source()
+        elif self._parent is not None:
+            if not self._own_store and not self._parent.enable_sending_old_values(force_materialization):
+                return False
+        else:
+            parents, self.old_value_parents = self.old_value_parents, ()
+            for parent in parents:
+                parent.enable_sending_old_values(True)
+        flags.send_old_values = True
+        return True
+
+    def _materialize_source(self) -> None:
+        """Gives a table source its store (Kafka's ``KTableSource.materialize``), once."""
+        assert self._source_store is not None
+        if self.flags.materialized:
+            return
+        name, key_serde, value_serde = self._source_store
+        add_table_store(self._builder, name, key_serde, value_serde, caching=True)
+        self._builder.topology.connect_processor_and_state_stores(self.node, name)
+        self.flags.materialized = True
 
     @property
     def versioned(self) -> bool:
@@ -82,15 +161,26 @@ class KTable:
         """The history retention of the table's versioned store (None when not versioned)."""
         return None if self.versioned_supplier is None else self.versioned_supplier.history_retention_ms
 
-    def _then(
-        self, prefix: str, processor: Callable[[], Any], store: TableStore | None, name: str | None
-    ) -> KTable:
+    def _derive(self, prefix: str, make: Callable[[table_ops.TableFlags, str | None], Any],
+                store: TableStore | None, name: str | None, value_serde: Any) -> KTable:  # fmt: skip
+        """A filter/map_values of this table: ``make(flags, store_name)`` makes its processor, which keeps the
+        table in ``store`` (cached, as Kafka's Materialized) when given."""
         builder = self._builder
         node = name or builder.new_name(prefix)
-        builder.topology.add_processor(node, processor, self.node)
-        table = KTable(builder, node, self.key_serde, self.value_serde)
-        table.versioned_supplier = self.versioned_supplier
-        return table.materialize(store) if store else table
+        flags = table_ops.TableFlags(send_old_values=False)
+        store_name, versioned = None, self.versioned_supplier
+        if store:
+            store_name, versioned = add_table_store(builder, store, self.key_serde, value_serde, caching=True)
+        builder.topology.add_processor(
+            node, lambda: make(flags, store_name), self.node, stores=[store_name] if store_name else []
+        )
+        table = KTable(builder, node, self.key_serde, value_serde, store_name)
+        table.flags = flags
+        table._parent = self
+        table._own_store = store_name is not None
+        table.window_close_ms = self.window_close_ms
+        table.versioned_supplier = versioned
+        return table
 
     def materialize(self, store: TableStore) -> KTable:
         """This table kept in ``store`` (queryable, and readable by joins): a store name, or a versioned store
@@ -102,11 +192,22 @@ class KTable:
         table = KTable(builder, node, self.key_serde, self.value_serde, name)
         table.window_close_ms = self.window_close_ms
         table.versioned_supplier = versioned
+        table._parent = self  # passes the changes on as they come: old values when this table sends them
+        table.flags.send_old_values = False
         return table
 
-    def materialized_store(self) -> str:
+    def materialized_store(self, send_old_values: bool = True) -> str:
         """The store holding this table's rows, materializing it under a generated name if needed (a versioned
-        store like the upstream one when the table inherits versioned semantics)."""
+        store like the upstream one when the table inherits versioned semantics). A table source is materialized
+        itself (Kafka's value getter). ``send_old_values``: the caller also reads the table's changes and needs
+        their old values (a foreign-key join, a left side of a left join)."""
+        if send_old_values:
+            self.enable_sending_old_values(True)
+        if self._source_store is not None:
+            self._materialize_source()
+            self.store_name = self._source_store[0]
+        else:
+            self._materialize_upstream_source()
         if self.store_name is None:
             name = self._builder.new_name("KTABLE-STATE-STORE")
             supplier = self.versioned_supplier
@@ -114,6 +215,15 @@ class KTable:
             self.store_name = materialized.store_name
         assert self.store_name is not None
         return self.store_name
+
+    def _materialize_upstream_source(self) -> None:
+        """Materializes the source a filter/map_values chain reads, as Kafka's value getters do."""
+        table: KTable | None = self
+        while table is not None and not table._own_store:
+            if table._source_store is not None:
+                table._materialize_source()
+                return
+            table = table._parent
 
     # ---- joins ---------------------------------------------------------------------------------
 
@@ -162,21 +272,37 @@ class KTable:
     ) -> KTable:
         """Rows where ``predicate(key, value)`` holds; a row that stops matching is deleted downstream."""
         check_callable(predicate, "filter")
-        return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate), store, name)
+        return self._filter(predicate, False, store, name)
 
     def filter_not(
         self, predicate: Callable[[Any, Any], Any], store: TableStore | None = None, name: str | None = None
     ) -> KTable:
         """Rows where ``predicate(key, value)`` does not hold."""
         check_callable(predicate, "filter_not")
-        return self._then("KTABLE-FILTER", lambda: table_ops.KTableFilter(predicate, negate=True), store, name)
+        return self._filter(predicate, True, store, name)
 
-    def map_values(
-        self, mapper: Callable[..., Any], store: TableStore | None = None, name: str | None = None
-    ) -> KTable:
-        """``mapper(value)`` or ``mapper(key, value)`` for every row; deletes stay deletes."""
+    def _filter(self, predicate: Callable[[Any, Any], Any], negate: bool, store: TableStore | None,
+                name: str | None) -> KTable:  # fmt: skip
+        versioned = self.versioned
+
+        def make(flags: table_ops.TableFlags, store_name: str | None) -> table_ops.KTableFilter:
+            return table_ops.KTableFilter(predicate, negate, flags, store_name, versioned)
+
+        table = self._derive("KTABLE-FILTER", make, store, name, self.value_serde)
+        # Kafka's KTableFilter: old values when the parent sends them without materializing anything
+        table.flags.send_old_values = self.enable_sending_old_values(False)
+        return table
+
+    def map_values(self, mapper: Callable[..., Any], store: TableStore | None = None, name: str | None = None,
+                   value_serde: Any = None) -> KTable:  # fmt: skip
+        """``mapper(value)`` or ``mapper(key, value)`` for every row; deletes stay deletes. ``value_serde``: the
+        mapped values' serde (for ``store``; default: the app's)."""
         with_key = takes_key(mapper, "map_values")
-        return self._then("KTABLE-MAPVALUES", lambda: table_ops.KTableMapValues(mapper, with_key), store, name)
+
+        def make(flags: table_ops.TableFlags, store_name: str | None) -> table_ops.KTableMapValues:
+            return table_ops.KTableMapValues(mapper, with_key, flags, store_name)
+
+        return self._derive("KTABLE-MAPVALUES", make, store, name, value_serde)
 
     def to_stream(self, name: str | None = None) -> KStream:
         """Every update of the table as a stream record (a delete is a record with a None value)."""
@@ -198,6 +324,7 @@ class KTable:
 
         check_callable(selector, "group_by")
         node = self._builder.new_name("KTABLE-SELECT")
+        self.enable_sending_old_values(True)
         self._builder.topology.add_processor(node, lambda: table_ops.KTableRepartitionMap(selector), self.node)
         return KGroupedTable(self._builder, node, key_serde, value_serde, name)
 
@@ -216,6 +343,7 @@ class KTable:
                 "suppress(until_window_closes) needs a windowed KTable (group_by_key().windowed_by(...))"
             )
         close_ms = self.window_close_ms or 0
+        self.enable_sending_old_values(True)  # Kafka's KTableSuppressProcessorSupplier
         node = name or self._builder.new_name("KTABLE-SUPPRESS")
         # Kafka's names: "<name>-store", else KTABLE-SUPPRESS-STATE-STORE-<index>
         store = f"{name}-store" if name else self._builder.new_name("KTABLE-SUPPRESS-STATE-STORE")
@@ -232,7 +360,11 @@ class KTable:
         see ``kstream_nb.dsl.table_transform``."""
         from kstream_nb.dsl.table_transform import transform_values
 
-        return transform_values(self, supplier, store, value_serde, stores, name)
+        table = transform_values(self, supplier, store, value_serde, stores, name)
+        table._parent = self  # old values as Kafka's KTableTransformValues: its own store's, or from upstream
+        table._own_store = store is not None
+        table.flags.send_old_values = False
+        return table
 
     def queryable_store_name(self) -> str | None:
         """The name ``app.store(...)`` answers to, when the table was materialized with ``store=``."""

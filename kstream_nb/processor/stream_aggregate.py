@@ -14,8 +14,11 @@ from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 class KStreamAggregate(Processor):
     """``agg = aggregator(key, value, agg or initializer())``; records with a null key or value are dropped.
 
-    The result timestamp is the max of the previous result's and the record's (Kafka's rule). With a
-    cached store, results are forwarded as the cache flushes them (once per key and commit).
+    The result timestamp is the max of the previous result's and the record's (Kafka's rule). The change goes
+    on with the aggregate it started from as old value: for a new key, the initializer's (Kafka's
+    KStreamAggregate), so a table aggregation downstream subtracts it. With a cached store, results are
+    forwarded as the cache flushes them (once per key and commit, the old value being the store's: none for a
+    new key).
     """
 
     context: NodeContext
@@ -47,21 +50,20 @@ class KStreamAggregate(Processor):
         new_agg = self.aggregator(key, value, old_agg)
         self.store.put(key, ValueAndTimestamp(new_agg, timestamp))
         if self.forward_now:
-            self.context.forward(
-                Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
-            )
+            self.context.forward(Record(key, Change(new_agg, old_agg), timestamp, record.headers))
 
     def fuse(self, downstream: Entry, fail: Fail) -> Entry:
         initializer, aggregator = self.initializer, self.aggregator
 
-        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> Any:
-            return aggregator(key, value, initializer() if old is None else old.value)
+        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> tuple[Any, Any]:
+            old_agg = initializer() if old is None else old.value
+            return aggregator(key, value, old_agg), old_agg
 
         return fused_update(self, combine, "aggregation", downstream, fail)
 
 
 class KStreamReduce(Processor):
-    """``agg = reducer(agg, value)``; the first value of a key is taken as is."""
+    """``agg = reducer(agg, value)``; the first value of a key is taken as is (and goes on with no old value)."""
 
     context: NodeContext
 
@@ -94,21 +96,22 @@ class KStreamReduce(Processor):
     def fuse(self, downstream: Entry, fail: Fail) -> Entry:
         reducer = self.reducer
 
-        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> Any:
-            return value if old is None else reducer(old.value, value)
+        def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> tuple[Any, Any]:
+            return (value, None) if old is None else (reducer(old.value, value), old.value)
 
         return fused_update(self, combine, "reduce", downstream, fail)
 
 
 def fused_update(
     processor: KStreamAggregate | KStreamReduce,
-    combine: Callable[[Any, Any, ValueAndTimestamp | None], Any],
+    combine: Callable[[Any, Any, ValueAndTimestamp | None], tuple[Any, Any]],
     what: str,
     downstream: Entry,
     fail: Fail,
 ) -> Entry:
     """``process`` of an aggregation over the key and value: the update goes on as ``(key, Change)`` with
-    the result's timestamp as the current one, without a Record (the path of every record of a count)."""
+    the result's timestamp as the current one, without a Record (the path of every record of a count).
+    ``combine(key, value, stored)`` answers the new aggregate and the old value to send with it."""
     task = processor.context._task
     store = processor.store
     get, put = store.get, store.put
@@ -123,7 +126,7 @@ def fused_update(
         timestamp = task.current_timestamp
         try:
             old = get(key)
-            new_agg = combine(key, value, old)
+            new_agg, old_agg = combine(key, value, old)
             if old is not None and old.timestamp > timestamp:
                 timestamp = old.timestamp
             put(key, ValueAndTimestamp(new_agg, timestamp))
@@ -134,7 +137,7 @@ def fused_update(
         if forward_now:
             saved = task.current_timestamp
             task.current_timestamp = timestamp
-            downstream(key, Change(new_agg, None if old is None else old.value))
+            downstream(key, Change(new_agg, old_agg))
             task.current_timestamp = saved
 
     return update

@@ -36,12 +36,28 @@ def versioned_change(new: Any, old: Any, put_return_code: int) -> Change:
     return OutOfOrderChange(new, old)
 
 
-def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
+class TableFlags:
+    """What the DSL settled for one KTable's processor after adding it, read when a task creates the processor:
+    whether it sends old values (Kafka's ``sendOldValues``, turned on by a downstream operation that needs them)
+    and, for a table source, whether it has a store (Kafka materializes a source only when asked to)."""
+
+    __slots__ = ("materialized", "send_old_values")
+
+    def __init__(self, send_old_values: bool = True, materialized: bool = True) -> None:
+        self.send_old_values = send_old_values
+        self.materialized = materialized
+
+    def __repr__(self) -> str:
+        return f"TableFlags(send_old_values={self.send_old_values}, materialized={self.materialized})"
+
+
+def timestamped_tuple_forwarder(store: Any, context: ProcessorContext, send_old_values: bool = True) -> bool:
     """Kafka's TimestampedTupleForwarder: True when the processor forwards its changes itself.
 
     When ``store`` has a record cache, its flush listener forwards instead (Kafka's
     TimestampedCacheFlushListener): one ``Change(new, old)`` per key and flush, old being the value the
-    store held before, with the new value's timestamp (a delete's: its record's), at commit or eviction.
+    store held before (None unless ``send_old_values``), with the new value's timestamp (a delete's: its
+    record's), at commit or eviction.
     """
     layer = caching_layer(store)
     if layer is None:
@@ -51,7 +67,9 @@ def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
         context.forward(
             Record(
                 key,
-                Change(None if new is None else new.value, None if old is None else old.value),
+                Change(
+                    None if new is None else new.value, None if old is None or not send_old_values else old.value
+                ),
                 timestamp if new is None else new.timestamp,
                 headers,
             )
@@ -61,13 +79,50 @@ def timestamped_tuple_forwarder(store: Any, context: ProcessorContext) -> bool:
     return False
 
 
+class TableStoreWriter:
+    """A table processor's own store (Kafka's ``queryableName``): each change is put into it and forwarded as
+    Kafka's TimestampedTupleForwarder does (at once, or by the record cache's flush; old values only when sent).
+
+    A versioned store puts the change at its timestamp; it goes on only if put, latest or out-of-order as the
+    put says. A non-versioned store takes every change, which goes on as the latest.
+    """
+
+    def __init__(self, context: ProcessorContext, store_name: str, send_old_values: bool) -> None:
+        self.context = context
+        self.store: Any = context.get_state_store(store_name)
+        self.versioned = is_versioned(self.store)
+        self.send_old_values = send_old_values
+        self.forward_now = self.versioned or timestamped_tuple_forwarder(self.store, context, send_old_values)
+
+    def old_value(self, key: Any) -> Any:
+        """The value the store holds for ``key`` (None if none, or if old values are not sent)."""
+        if not self.send_old_values:
+            return None
+        found = self.store.get(key)
+        return None if found is None else found.value
+
+    def put_and_forward(self, record: Record, new: Any, old: Any) -> None:
+        """Puts ``new`` for the record's key at its timestamp and forwards ``Change(new, old)``."""
+        old = old if self.send_old_values else None
+        if self.versioned:
+            code = self.store.put(record.key, new, record.timestamp)
+            if code != PUT_RETURN_CODE_NOT_PUT:
+                self.context.forward(record.with_value(versioned_change(new, old, code)))
+            return
+        self.store.put(record.key, None if new is None else ValueAndTimestamp(new, record.timestamp))
+        if self.forward_now:
+            self.context.forward(record.with_value(Change(new, old)))
+
+
 class KTableSource(Processor):
     """Upserts each record into the table's store (null value deletes) and forwards the change.
 
-    Null keys are dropped. Every update is forwarded, also one with the value the key already has (Kafka
+    Null keys are dropped. As Kafka's KTableSource, a source is materialized only when named or when a downstream
+    operation needs its store (``flags.materialized``): without a store every record goes on as
+    ``Change(value, None)``. Every update is forwarded, also one with the value the key already has (Kafka
     Streams 4.4 emits on update: KIP-557's emit-on-change for table sources was rolled back; checked against
-    its TopologyTestDriver). When the store is cached, changes are forwarded as the cache flushes them
-    (``timestamped_tuple_forwarder``).
+    its TopologyTestDriver). The old value goes with it only when ``flags.send_old_values``. When the store is
+    cached, changes are forwarded as the cache flushes them (``timestamped_tuple_forwarder``).
     A versioned store (Kafka's KTableSource over a versioned store): the record is put at its timestamp and
     forwarded only if put (an update older than the store's grace period is not), with the latest version
     before it as old value, as an ``OutOfOrderChange`` when a later version exists.
@@ -75,43 +130,58 @@ class KTableSource(Processor):
 
     context: NodeContext
 
-    def __init__(self, store_name: str, queryable: bool = False) -> None:
+    def __init__(self, store_name: str, queryable: bool = False, flags: TableFlags | None = None) -> None:
         self.store_name = store_name
         #: the table was materialized under a name the user chose (Kafka's queryableName)
         self.queryable = queryable
+        self.flags = flags if flags is not None else TableFlags()
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.store = context.get_state_store(self.store_name)
-        self.versioned = is_versioned(self.store)
-        self.forward_now = self.versioned or timestamped_tuple_forwarder(self.store, context)
+        self.writer = (
+            TableStoreWriter(context, self.store_name, self.flags.send_old_values)
+            if (self.flags.materialized)
+            else None
+        )
 
     def process(self, record: Record) -> None:
-        key, value = record.key, record.value
+        key = record.key
         if key is None:
             self.context.record_dropped("null key in table")
             return
-        old = self.store.get(key)
-        if self.versioned:
-            code = self.store.put(key, value, record.timestamp)
-            if code != PUT_RETURN_CODE_NOT_PUT:
-                self.context.forward(
-                    record.with_value(versioned_change(value, None if old is None else old.value, code))
-                )
+        writer = self.writer
+        if writer is None:
+            self.context.forward(record.with_value(Change(record.value, None)))
             return
-        self.store.put(key, None if value is None else ValueAndTimestamp(value, record.timestamp))
-        if self.forward_now:
-            self.context.forward(record.with_value(Change(value, old.value if old is not None else None)))
+        found = writer.store.get(key)
+        writer.put_and_forward(record, record.value, None if found is None else found.value)
 
 
 class KTableFilter(Processor):
-    """Keeps rows matching ``predicate(key, value)``; an update that does not match becomes a tombstone."""
+    """Keeps rows matching ``predicate(key, value)``; an update that does not match becomes a tombstone.
+
+    As Kafka's KTableFilter: when it sends old values (its parent sends them, or a downstream operation asked)
+    an update where neither the new nor the old value passes is not forwarded at all (unless the table is
+    versioned); without old values it cannot tell and forwards the tombstone. With its own store
+    (``store_name``), the old value is the one in the store.
+    """
 
     context: NodeContext
 
-    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False, flags: TableFlags | None = None,
+                 store_name: str | None = None, versioned_semantics: bool = False) -> None:  # fmt: skip
         self.predicate = predicate
         self.negate = negate
+        self.flags = flags if flags is not None else TableFlags()
+        self.store_name = store_name
+        self.versioned_semantics = versioned_semantics
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.send_old_values = self.flags.send_old_values
+        self.writer = (
+            None if self.store_name is None else TableStoreWriter(context, self.store_name, self.send_old_values)
+        )
 
     def _keep(self, key: Any, value: Any) -> Any:
         if value is None or bool(self.predicate(key, value)) is self.negate:
@@ -119,23 +189,40 @@ class KTableFilter(Processor):
         return value
 
     def process(self, record: Record) -> None:
-        # As Kafka's KTableFilter (old values not requested): an update that does not pass is forwarded
-        # as a delete even when the row never matched, since downstream cannot tell; consumers of old
-        # values (group_by) ignore a change that is None on both sides.
+        key = record.key
         change: Change = record.value
-        new = self._keep(record.key, change.new_value)
-        old = self._keep(record.key, change.old_value)
-        self.context.forward(record.with_value(type(change)(new, old)))  # out-of-order stays out-of-order
+        new = self._keep(key, change.new_value)
+        old = None
+        writer = self.writer
+        if self.send_old_values:
+            old = writer.old_value(key) if writer is not None else self._keep(key, change.old_value)
+            if new is None and old is None and not self.versioned_semantics:
+                return  # neither passes: nothing to say downstream
+        if writer is not None:
+            writer.put_and_forward(record, new, old)
+        else:
+            self.context.forward(record.with_value(type(change)(new, old)))  # out-of-order stays out-of-order
 
 
 class KTableMapValues(Processor):
-    """Maps the values of a table; tombstones stay tombstones."""
+    """Maps the values of a table; tombstones stay tombstones. Old values are mapped only when sent (Kafka's
+    KTableMapValues); with its own store (``store_name``) the old value is the one in the store."""
 
     context: NodeContext
 
-    def __init__(self, mapper: Callable[..., Any], with_key: bool = False) -> None:
+    def __init__(self, mapper: Callable[..., Any], with_key: bool = False, flags: TableFlags | None = None,
+                 store_name: str | None = None) -> None:  # fmt: skip
         self.mapper = mapper
         self.with_key = with_key
+        self.flags = flags if flags is not None else TableFlags()
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.send_old_values = self.flags.send_old_values
+        self.writer = (
+            None if self.store_name is None else TableStoreWriter(context, self.store_name, self.send_old_values)
+        )
 
     def _map(self, key: Any, value: Any) -> Any:
         if value is None:
@@ -143,12 +230,15 @@ class KTableMapValues(Processor):
         return self.mapper(key, value) if self.with_key else self.mapper(value)
 
     def process(self, record: Record) -> None:
+        key = record.key
         change: Change = record.value
-        self.context.forward(
-            record.with_value(
-                type(change)(self._map(record.key, change.new_value), self._map(record.key, change.old_value))
-            )
-        )
+        new = self._map(key, change.new_value)
+        writer = self.writer
+        if writer is not None:
+            writer.put_and_forward(record, new, writer.old_value(key))
+            return
+        old = self._map(key, change.old_value) if self.send_old_values else None
+        self.context.forward(record.with_value(type(change)(new, old)))
 
 
 class KTableToStream(Processor):
