@@ -40,18 +40,30 @@ class KGroupedStream:
         self.value_serde = value_serde if value_serde is not None else stream.value_serde
         self.name = name
 
-    def _aggregate(self, prefix: str, make: Callable[[str], Any], store: str | None, value_serde: Any) -> KTable:
+    def _aggregate(self, prefix: str, make: Callable[[str], Any], store: str | None, value_serde: Any,
+                   burn: bool = False) -> KTable:  # fmt: skip
         builder = self._builder
+        if burn and store is None:
+            builder.new_name(f"{prefix}-STATE-STORE")  # Kafka's count() burns a number for compatibility
         store_name = store or builder.new_name(f"{prefix}-STATE-STORE")
-        stream = self._stream
-        if stream.repartition_required:
-            stream = stream._through_internal(
-                self.name or store_name, None, None, self.key_serde, self.value_serde, filter_null_keys=True
-            )
-        builder.add_timestamped_store(store_name, self.key_serde, value_serde, caching=True)
         node = builder.new_name(prefix)
+        stream = self.repartitioned(store_name)
+        builder.add_timestamped_store(store_name, self.key_serde, value_serde, caching=True)
         builder.topology.add_processor(node, lambda: make(store_name), stream.node, stores=[store_name])
         return KTable(builder, node, self.key_serde, value_serde, store_name)
+
+    def repartitioned(self, store_name: str) -> KStream:
+        """The grouped stream, through ``<Grouped name or store name>-repartition`` when its key was changed
+        upstream; the repartition takes three numbers of the name counter (sink, filter, source) after the
+        aggregation's store and node names, as Kafka's ``GroupedStreamAggregateBuilder``."""
+        stream = self._stream
+        if not stream.repartition_required:
+            return stream
+        for prefix in ("KSTREAM-SINK", "KSTREAM-FILTER", "KSTREAM-SOURCE"):
+            self._builder.new_name(prefix)
+        return stream._through_internal(
+            self.name or store_name, None, None, self.key_serde, self.value_serde, filter_null_keys=True
+        )
 
     def windowed_by(self, windows: Any) -> WindowedKStream:
         """Aggregate per key and window: ``TimeWindows``, ``SlidingWindows`` or ``SessionWindows``."""
@@ -68,7 +80,9 @@ class KGroupedStream:
 
     def count(self, store: str | None = None) -> KTable:
         """Number of records per key (records with a null value are not counted)."""
-        return self._aggregate("KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, _zero, _count_add), store, None)
+        return self._aggregate(
+            "KSTREAM-AGGREGATE", lambda s: KStreamAggregate(s, _zero, _count_add), store, None, burn=True
+        )
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], store: str | None = None, value_serde: Any = None
@@ -124,19 +138,20 @@ class KGroupedTable:
         from kstream_nb.cluster.serdes import JsonSerde, serde_from
 
         builder, topology = self._builder, self._builder.topology
-        store_name = store or builder.new_name(f"{prefix}-STATE-STORE")
-        base = self.name or store_name
-        topic = f"{base}-repartition"
+        # Kafka's KGroupedTableImpl: the store (KTABLE-AGGREGATE-STATE-STORE, reduce too), the repartition's sink
+        # and source, then the aggregation node
+        store_name = store or builder.new_name("KTABLE-AGGREGATE-STATE-STORE")
+        topic = f"{self.name or store_name}-repartition"
         topology.add_repartition_topic(topic)
         inner = serde_from(self.value_serde) if self.value_serde is not None else JsonSerde()
+        sink, source = builder.new_name("KSTREAM-SINK"), builder.new_name("KSTREAM-SOURCE")
         topology.add_sink(
-            f"{base}-repartition-sink",
+            sink,
             topic,
             self._node,
             key_serde=self.key_serde,
             value_serde=ChangeSerde(inner),
         )
-        source = f"{base}-repartition-source"
         topology.add_source(source, topic, key_serde=self.key_serde, value_serde=ChangeSerde(inner))
         builder.add_timestamped_store(store_name, self.key_serde, value_serde, caching=True)
         node = builder.new_name(prefix)

@@ -21,7 +21,7 @@ from kstream_nb.dsl.window_stores import (
 )
 from kstream_nb.durations import Duration
 from kstream_nb.processor.window_aggregate import ON_WINDOW_CLOSE, ON_WINDOW_UPDATE
-from kstream_nb.processor.windows import SessionWindows
+from kstream_nb.processor.windows import SessionWindows, SlidingWindows
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.grouped import KGroupedStream
@@ -65,7 +65,7 @@ class WindowedKStream:
 
     def count(self, store: str | None = None, retention: Duration | None = None) -> KTable:
         """Records per key and window; ``retention``: how long the store keeps windows."""
-        return self._aggregate(_zero, _count_add, store, None, lambda k, a, b: a + b, retention)
+        return self._aggregate(_zero, _count_add, store, None, lambda k, a, b: a + b, retention, "KSTREAM-COUNT")
 
     def reduce(self, reducer: Callable[[Any, Any], Any], store: str | None = None,
                retention: Duration | None = None) -> KTable:  # fmt: skip
@@ -73,7 +73,7 @@ class WindowedKStream:
         check_callable(reducer, "reduce")
         return self._aggregate(
             _none, _reducing(reducer), store, self._grouped.value_serde,
-            lambda k, a, b: b if a is None else (a if b is None else reducer(a, b)), retention,
+            lambda k, a, b: b if a is None else (a if b is None else reducer(a, b)), retention, "KSTREAM-REDUCE",
         )  # fmt: skip
 
     def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
@@ -88,26 +88,23 @@ class WindowedKStream:
 
     def _aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                    store: str | None, value_serde: Any, merger: Any,
-                   retention: Duration | None) -> KTable:  # fmt: skip
+                   retention: Duration | None, prefix: str = "KSTREAM-AGGREGATE") -> KTable:  # fmt: skip
         grouped = self._grouped
         builder = grouped._builder
         windows = self.windows
-        store_name = store or builder.new_name("KSTREAM-AGGREGATE-STATE-STORE")
+        # Kafka's names: count() burns a number (not over sliding windows), reduce is KSTREAM-REDUCE; the store,
+        # the node, then the repartition's
+        if prefix == "KSTREAM-COUNT":
+            prefix = "KSTREAM-AGGREGATE"
+            if store is None and not isinstance(windows, SlidingWindows):
+                builder.new_name(f"{prefix}-STATE-STORE")
+        store_name = store or builder.new_name(f"{prefix}-STATE-STORE")
         keep_ms = retention_ms(windows, retention, store_name)
-        stream = grouped._stream
-        if stream.repartition_required:
-            stream = stream._through_internal(
-                grouped.name or store_name,
-                None,
-                None,
-                grouped.key_serde,
-                grouped.value_serde,
-                filter_null_keys=True,
-            )
+        node = builder.new_name(prefix)
+        stream = grouped.repartitioned(store_name)
         builder.topology.add_state_store(
             window_store_builder(store_name, windows, keep_ms, grouped.key_serde, value_serde, self._emit)
         )
-        node = builder.new_name("KSTREAM-AGGREGATE")
         processor = window_aggregate_supplier(windows, store_name, initializer, aggregator, merger, self._emit)
         builder.topology.add_processor(node, processor, stream.node, stores=[store_name])
         table = KTable(builder, node, grouped.key_serde, value_serde, store_name)

@@ -117,12 +117,12 @@ def _windowed_suppressed(name: str | None = None) -> ks.Topology:
 
 
 @pytest.mark.parametrize(
-    ("name", "store"), [(None, "KTABLE-SUPPRESS-STATE-STORE-0000000004"), ("final", "final-store")]
+    ("name", "store"), [(None, "KTABLE-SUPPRESS-STATE-STORE-0000000005"), ("final", "final-store")]
 )
 def test_the_suppression_buffer_is_a_logged_store_named_as_in_kafka(name: str | None, store: str) -> None:
     description = _windowed_suppressed(name).describe()
     nodes = {node["name"]: node for sub in description.subtopologies for node in sub["nodes"]}
-    assert nodes[name or "KTABLE-SUPPRESS-0000000003"]["stores"] == [store]
+    assert nodes[name or "KTABLE-SUPPRESS-0000000004"]["stores"] == [store]
     assert store in description.changelog_stores
 
 

@@ -43,13 +43,13 @@ Topologies:
     Source: counts-repartition-source (topics: [counts-repartition])
       --> KSTREAM-AGGREGATE-0000000003
     Processor: KSTREAM-AGGREGATE-0000000003 (stores: [counts])
-      --> KTABLE-TOSTREAM-0000000004
+      --> KTABLE-TOSTREAM-0000000007
       <-- counts-repartition-source
-    Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
-      --> KSTREAM-SINK-0000000005
+    Processor: KTABLE-TOSTREAM-0000000007 (stores: [])
+      --> KSTREAM-SINK-0000000008
       <-- KSTREAM-AGGREGATE-0000000003
-    Sink: KSTREAM-SINK-0000000005 (topic: out)
-      <-- KTABLE-TOSTREAM-0000000004
+    Sink: KSTREAM-SINK-0000000008 (topic: out)
+      <-- KTABLE-TOSTREAM-0000000007
 """
 
 
@@ -77,7 +77,7 @@ def test_describe_to_dict() -> None:
     sinks = [n for s in d["subtopologies"] for n in s["nodes"] if n["type"] == "sink"]
     assert [(n["name"], n["topic"]) for n in sinks] == [
         ("counts-repartition-sink", "counts-repartition"),
-        ("KSTREAM-SINK-0000000005", "out"),
+        ("KSTREAM-SINK-0000000008", "out"),
     ]
 
 
@@ -86,7 +86,7 @@ def test_to_mermaid_has_subgraphs_nodes_topics_and_stores() -> None:
     lines = text.splitlines()
     assert lines[0] == "flowchart TD"
     assert '  subgraph st0["Sub-topology 0"]' in lines and '  subgraph st1["Sub-topology 1"]' in lines
-    for name in ("KSTREAM-SOURCE-0000000000", "KSTREAM-AGGREGATE-0000000003", "KSTREAM-SINK-0000000005"):
+    for name in ("KSTREAM-SOURCE-0000000000", "KSTREAM-AGGREGATE-0000000003", "KSTREAM-SINK-0000000008"):
         assert f'["{name}"]' in text
     assert '(["lines"])' in text and '(["counts-repartition"])' in text and '(["out"])' in text
     assert '[("counts")]' in text  # the store as a cylinder
