@@ -65,7 +65,7 @@ class KStreamKStreamJoinSide(Processor):
             self.context.record_dropped("null key or value in stream-stream join")
             return
         self.this_store.put(key, value, ts)
-        if buffer is not None and buffer.has_pending() and ts == buffer.stream_time:
+        if buffer is not None and ts == buffer.stream_time:
             self._emit_expired(buffer)
         matched = False
         other = self.other_store
@@ -86,7 +86,7 @@ class KStreamKStreamJoinSide(Processor):
 
     def _emit_expired(self, buffer: JoinBuffer) -> None:
         grace = self.windows.grace_ms
-        if buffer.min_time() + self.after + grace >= buffer.stream_time:
+        if not buffer.scan_due(self.after, grace):
             return
         for ts, is_left, key, value in buffer.expired(self.windows.after_ms, self.windows.before_ms, grace):
             joined = self.joiner(value, None) if is_left else self.joiner(None, value)
