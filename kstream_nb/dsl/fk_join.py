@@ -6,7 +6,7 @@ Two sub-topologies and two internal topics, as in Kafka (KIP-213):
 left table --SubscriptionSend--> <name>-subscription-registration-topic (by fk, partitioned like right)
 registration topic --SubscriptionReceive (subscription store, right store)--+
 right table --ForeignTableJoin (subscription store)-------------------------+--> <name>-subscription-response-topic
-response topic --ResponseJoin (left store, result store)--> result KTable keyed by the left key
+response topic --ResponseJoin (left store)--> result KTable (a table source) keyed by the left key
 ```
 
 The response topic is co-partitioned with the left table's topic and the registration topic with the
@@ -43,7 +43,7 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     names; the result is keyed by the left key, either side triggers, ``store`` names the result's store
     and ``name`` the internal topics and processors (``<name>-subscription-registration-topic`` ...).
     """
-    from kstream_nb.dsl.ktable import KTable
+    from kstream_nb.dsl.ktable import KTable, table_source
 
     op = "left_join" if left_join else "join"
     check_callable(joiner, op)
@@ -101,15 +101,14 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     # left side: resolve the answers that are still current
     response_source = f"{base}-subscription-response-source"
     topology.add_source(response_source, response_topic, key_serde=left.key_serde, value_serde=response_serde)
-    # a named result store has Materialized's default record cache; a generated one none (Kafka does not
-    # materialize an FK join result it was given no store for)
-    builder.add_timestamped_store(result_store, left.key_serde, None, caching=store is not None)
     resolve = f"{base}-response-join"
     topology.add_processor(
-        resolve, lambda: ResponseJoin(left_store, result_store, joiner, left_join, hasher), response_source,
-        stores=[left_store, result_store],
-    )  # fmt: skip
+        resolve, lambda: ResponseJoin(left_store, joiner, left_join, hasher), response_source, stores=[left_store]
+    )
+    # the result table (Kafka's KTableSource with the join's Materialized): a named store at once, cached; a
+    # generated one only when a later operation needs it
+    result = table_source(builder, resolve, store, result_store, left.key_serde, None, f"{base}-result")
 
     topology.add_copartition_group(registration_source, right.node)
     topology.add_copartition_group(response_source, left.node)
-    return KTable(builder, resolve, left.key_serde, None, result_store)
+    return result

@@ -29,7 +29,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
-from kstream_nb.processor.table_ops import is_latest, timestamped_tuple_forwarder
+from kstream_nb.processor.table_ops import is_latest
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.store import KeyValueStore
@@ -387,20 +387,19 @@ class SubscriptionSend(Processor):
 
 
 class ResponseJoin(Processor):
-    """Response -> joined row for the left key, unless the left row changed since it subscribed.
+    """Response -> joined value for the left key, unless the left row changed since it subscribed.
 
-    The result is kept in ``result_store`` so each update carries the row it replaces (old value), as
-    downstream aggregations need; when that store has a record cache (a store the user named: Kafka's
-    result KTableSource with its Materialized), the cache forwards the changes as it flushes them. A right
-    value of None gives a tombstone (inner join, or a deleted left row) or ``joiner(left, None)`` (left join).
+    As Kafka's ResponseJoinProcessorSupplier: a response whose value hash no longer matches the left row is
+    stale and counted as dropped; a right value of None gives a tombstone (inner join, or a deleted left row)
+    or ``joiner(left, None)`` (left join). It forwards plain values: the result table's source (Kafka's
+    KTableSource, materialized when named or needed) turns them into changes.
     """
 
     context: NodeContext
 
-    def __init__(self, left_store: str, result_store: str, joiner: Callable[[Any, Any], Any], left_join: bool,
+    def __init__(self, left_store: str, joiner: Callable[[Any, Any], Any], left_join: bool,
                  hasher: ValueHasher) -> None:  # fmt: skip
         self.left_store = left_store
-        self.result_store = result_store
         self.joiner = joiner
         self.left_join = left_join
         self.hasher = hasher
@@ -408,8 +407,6 @@ class ResponseJoin(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.left = context.get_state_store(self.left_store)
-        self.results = context.get_state_store(self.result_store)
-        self.forward_now = timestamped_tuple_forwarder(self.results, context)
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -417,17 +414,15 @@ class ResponseJoin(Processor):
         current = self.left.get(key)
         left_value = None if current is None else current.value
         if response.hash != self.hasher(left_value):
-            return  # stale: the left row changed after this subscription was sent
+            # stale: the left row changed after this subscription was sent
+            self.context.record_dropped("stale foreign-key join response (left row changed since)")
+            return
         foreign = response.foreign_value
         if foreign is None and (not self.left_join or left_value is None):
             result = None
         else:
             result = self.joiner(left_value, foreign)
-        old = self.results.get(key)
-        self.results.put(key, None if result is None else ValueAndTimestamp(result, record.timestamp))
-        if self.forward_now:
-            old_value = None if old is None else old.value
-            self.context.forward(Record(key, Change(result, old_value), record.timestamp, record.headers))
+        self.context.forward(Record(key, result, record.timestamp, record.headers))
 
 
 # ---- right side ----------------------------------------------------------------------------------
