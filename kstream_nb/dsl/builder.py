@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.state.builders import Stores
@@ -12,6 +13,10 @@ if TYPE_CHECKING:
     from kstream_nb.dsl.kstream import KStream
     from kstream_nb.dsl.ktable import GlobalKTable, KTable
     from kstream_nb.state.builders import StoreBuilder
+
+
+#: a name Kafka Streams generated for a node (``InternalStreamsBuilder.newProcessorName``)
+_GENERATED = re.compile(r"KSTREAM.*-\d{10}")
 
 
 class StreamsBuilder:
@@ -79,6 +84,16 @@ class StreamsBuilder:
         ).with_logging_disabled()
         self.topology.add_global_store(builder, topic, key_serde, value_serde)
         return GlobalKTable(self, topic, store_name)
+
+    def repartition_node_names(self, base: str) -> tuple[str, str, str]:
+        """The sink, null-key filter and source of the repartition topic ``<base>-repartition``, as Kafka's
+        ``KStreamImpl.createRepartitionedSource`` names them: three numbers are always taken; a generated
+        ``base`` (``KSTREAM-...-<n>``) gives the generated names, a user's ``<topic>-sink/-filter/-source``."""
+        generated = self.new_name("KSTREAM-SINK"), self.new_name("KSTREAM-FILTER"), self.new_name("KSTREAM-SOURCE")
+        if _GENERATED.fullmatch(base):
+            return generated
+        topic = f"{base}-repartition"
+        return f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
         """Adds a store that ``process(..., stores=[name])`` processors can use."""

@@ -59,8 +59,6 @@ class KGroupedStream:
         stream = self._stream
         if not stream.repartition_required:
             return stream
-        for prefix in ("KSTREAM-SINK", "KSTREAM-FILTER", "KSTREAM-SOURCE"):
-            self._builder.new_name(prefix)
         return stream._through_internal(
             self.name or store_name, None, None, self.key_serde, self.value_serde, filter_null_keys=True
         )

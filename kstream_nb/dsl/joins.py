@@ -47,10 +47,15 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Callable[[Any, Any
         raise TypeError(f"a stream-stream join needs JoinWindows, got {windows!r}")
     builder = left._builder
     topology = builder.topology
-    this_name = builder.new_name("KSTREAM-JOINTHIS")
-    other_name = builder.new_name("KSTREAM-JOINOTHER")
-    left = left.repartitioned_if_required(f"{this_name}-left")
-    right = right.repartitioned_if_required(f"{other_name}-right")
+    # Kafka's names (KStreamImplJoin): the repartitions (<stream's node>-repartition), two KSTREAM-WINDOWED
+    # numbers (its store-writing nodes, which kstream_nb folds into the join sides), the sides (OUTERTHIS for an
+    # outer join, OUTEROTHER for a left or outer one), the shared store (on the this side's number), the merge
+    left = left.repartitioned_if_required()
+    right = right.repartitioned_if_required()
+    builder.new_name("KSTREAM-WINDOWED")
+    builder.new_name("KSTREAM-WINDOWED")
+    this_name = builder.new_name("KSTREAM-OUTERTHIS" if kind == "outer" else "KSTREAM-JOINTHIS")
+    other_name = builder.new_name("KSTREAM-JOINOTHER" if kind == "inner" else "KSTREAM-OUTEROTHER")
     left_store, right_store = f"{this_name}-store", f"{other_name}-store"
     retention = windows.retention_ms + max(windows.retention_ms // 2, _SEGMENT_MS)
     for store, stream in ((left_store, left), (right_store, right)):
@@ -62,7 +67,7 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Callable[[Any, Any
         )  # fmt: skip
     buffer = None
     if kind != "inner":
-        buffer = builder.new_name("KSTREAM-OUTERSHARED") + "-store"
+        buffer = f"KSTREAM-OUTERSHARED-{this_name.rsplit('-', 1)[1]}-store"
         topology.add_state_store(_BufferBuilder(buffer))
     stores = [left_store, right_store] + ([buffer] if buffer else [])
     topology.add_processor(
@@ -96,7 +101,7 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
         raise TopologyError(NOT_VERSIONED)
     if grace_ms is not None and table.history_retention_ms is not None and grace_ms > table.history_retention_ms:
         raise TopologyError("History retention must be at least grace period.")
-    stream = stream.repartitioned_if_required(builder.new_name("KSTREAM-JOIN"))
+    stream = stream.repartitioned_if_required()
     store = table.materialized_store(send_old_values=False)
     node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
     stores = [store]
@@ -143,6 +148,7 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     # Kafka: a left (outer) join asks the left (both) side(s) for old values; an inner join only reads them
     left_store = left.materialized_store(send_old_values=kind != "inner")
     right_store = right.materialized_store(send_old_values=kind == "outer")
+    merge = builder.new_name("KTABLE-MERGE")  # Kafka names the merge first
     this_name = builder.new_name("KTABLE-JOINTHIS")
     other_name = builder.new_name("KTABLE-JOINOTHER")
     topology.add_processor(
@@ -151,7 +157,6 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     topology.add_processor(
         other_name, lambda: KTableKTableJoinSide(kind, False, left_store, joiner), right.node, stores=[left_store]
     )
-    merge = builder.new_name("KTABLE-MERGE")
     topology.add_processor(merge, PassThrough, this_name, other_name)
     topology.add_copartition_group(left.node, right.node)
     result = KTable(builder, merge, left.key_serde, None)

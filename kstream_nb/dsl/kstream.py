@@ -233,20 +233,18 @@ class KStream:
         self._builder.topology.add_repartition_topic(topic, partitions)
         key_serde = key_serde if key_serde is not None else self.key_serde
         value_serde = value_serde if value_serde is not None else self.value_serde
+        sink, filter_name, source = self._builder.repartition_node_names(base)
         # every repartition drops null keys (silently) unless a join accepting them is downstream (KIP-962;
         # kstream_nb.dsl.repartition): ``filter_null_keys`` is kept for callers and no longer decides
-        stream = self._then(
-            f"{base}-repartition-filter", RepartitionNullKeyFilter(), name=f"{base}-repartition-filter"
-        )
+        stream = self._then(filter_name, RepartitionNullKeyFilter(), name=filter_name)
         self._builder.topology.add_sink(
-            f"{base}-repartition-sink",
+            sink,
             topic,
             stream.node,
             key_serde=key_serde,
             value_serde=value_serde,
             partitioner=partitioner,
         )
-        source = f"{base}-repartition-source"
         self._builder.topology.add_source(source, topic, key_serde=key_serde, value_serde=value_serde)
         return KStream(self._builder, source, self._builder_serde(key_serde), self._builder_serde(value_serde))
 
@@ -256,11 +254,17 @@ class KStream:
 
         return None if spec is None else serde_from(spec)
 
-    def repartitioned_if_required(self, base: str) -> KStream:
-        """This stream, or a repartitioned copy when an upstream operation may have changed the keys."""
+    def repartitioned_if_required(self, base: str | None = None) -> KStream:
+        """This stream, or a repartitioned copy when an upstream operation may have changed the keys: through
+        ``<base>-repartition``, by default ``<this stream's node>-repartition`` (Kafka's name for a join's), made
+        once per stream and base (a stream joined twice reuses it, as Kafka's ``repartitionForJoin``)."""
         if not self.repartition_required:
             return self
-        return self._through_internal(base, None, None, None, None, filter_null_keys=True)
+        base = base or self.node
+        made: dict[str, KStream] = self.__dict__.setdefault("_repartitioned", {})
+        if base not in made:
+            made[base] = self._through_internal(base, None, None, None, None, filter_null_keys=True)
+        return made[base]
 
     # ---- stateful ------------------------------------------------------------------------------
 
@@ -335,9 +339,10 @@ class KStream:
         name, or ``ks.Stores.persistent_versioned_key_value_store(...)`` for a versioned table."""
         from kstream_nb.dsl.ktable import table_source
 
-        chosen = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
-        stream = self.repartitioned_if_required(chosen if isinstance(chosen, str) else chosen.name)
+        # Kafka's order: the node's name, the store's, then the repartition named after the node
         node = name or self._builder.new_name("KSTREAM-TOTABLE")
+        chosen = store or self._builder.new_name("KSTREAM-TOTABLE-STATE-STORE")
+        stream = self.repartitioned_if_required(node)
         # as Kafka's toTable: a named store is cached; without one the table is materialized only if needed
         return table_source(self._builder, stream.node, store, chosen, stream.key_serde, stream.value_serde, node)
 

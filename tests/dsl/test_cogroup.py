@@ -199,8 +199,8 @@ def test_a_key_changed_input_is_repartitioned_alone_through_the_store_name() -> 
     assert list(topology.repartition_topics) == ["store-repartition"]
     subs = [{n["name"] for n in s["nodes"]} for s in topology.describe().to_dict()["subtopologies"]]
     aggregating = next(s for s in subs if "store-repartition-source" in s)
-    assert {"KSTREAM-SOURCE-0000000001", "COGROUPKSTREAM-AGGREGATE-0000000004"} <= aggregating
-    assert "COGROUPKSTREAM-AGGREGATE-0000000005" in aggregating
+    assert {"KSTREAM-SOURCE-0000000001", "COGROUPKSTREAM-AGGREGATE-0000000007"} <= aggregating
+    assert "COGROUPKSTREAM-AGGREGATE-0000000008" in aggregating
     assert {"KSTREAM-MAP-0000000003", "store-repartition-filter", "store-repartition-sink"} in [
         s - {"KSTREAM-SOURCE-0000000002"} for s in subs
     ]
