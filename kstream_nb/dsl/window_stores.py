@@ -94,8 +94,8 @@ def close_after_ms(windows: Windows) -> int:
 def window_store_builder(store_name: str, windows: Windows, retention: int, key_serde: Any, value_serde: Any,
                          emit: str = ON_WINDOW_UPDATE) -> WindowStoreBuilder:  # fmt: skip
     """The store of a windowed aggregation with retention ``retention`` ms (in memory unless the app's
-    ``default_dsl_store`` is RocksDB, which keeps ``kept_ms(retention)``); time-window stores are cached
-    (Kafka caches DSL window stores)."""
+    ``default_dsl_store`` is RocksDB); cached as Kafka's: time-window stores always, sliding-window and session
+    stores unless the aggregation emits on window close."""
     make: Callable[[], Any]
     final = emit == ON_WINDOW_CLOSE
     if isinstance(windows, TimeWindows):
@@ -105,8 +105,9 @@ def window_store_builder(store_name: str, windows: Windows, retention: int, key_
     else:
         make = lambda: DslSessionStore(store_name, retention)  # noqa: E731
     builder = WindowStoreBuilder(store_name, make, key_serde, value_serde)
-    if isinstance(windows, TimeWindows):
-        # cached when statestore_cache_max_bytes > 0 (sliding and session windows are written through)
+    if isinstance(windows, TimeWindows) or not final:
+        # cached when statestore_cache_max_bytes > 0 (WindowStoreMaterializer, SlidingWindowStoreMaterializer,
+        # SessionStoreMaterializer: emit-on-close sliding and session stores are written through)
         builder.with_caching_enabled()
     return builder
 

@@ -41,6 +41,13 @@ class _WindowAggregate(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
+        # over a cached store, updates go downstream when the cache flushes them: the latest per window and
+        # commit (Kafka's TimestampedCacheFlushListener, SessionCacheFlushListener); results on window close
+        # are read from the store
+        layer = caching_layer(self.store)
+        self.forward_now = layer is None
+        if layer is not None and self.emit_on_update:
+            layer.set_flush_listener(self._forward_flushed)
         if not self.emit_on_update:
             # after a restart or a task move, emission takes up where it stopped instead of emitting again
             # the closed windows still in the store: Kafka keeps the last emit time with the committed offsets
@@ -60,6 +67,22 @@ class _WindowAggregate(Processor):
     def _forward(self, windowed: Windowed, new: Any, old: Any, timestamp: int) -> None:
         self.context.forward(Record(windowed, Change(new, old), timestamp, self.context.headers))
 
+    def _window_ms(self) -> int:
+        """How long a window of the store is (its end = start + this)."""
+        raise NotImplementedError
+
+    def _forward_flushed(self, window: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        """A window the cache flushed: ``window`` = (key, start), values ValueAndTimestamp."""
+        key, start = window
+        self.context.forward(
+            Record(
+                Windowed(key, start, start + self._window_ms()),
+                Change(None if new is None else new.value, None if old is None else old.value),
+                timestamp if new is None else new.timestamp,
+                headers,
+            )
+        )
+
     def _drop(self, reason: str) -> None:
         self.context.record_dropped(reason)
 
@@ -71,25 +94,8 @@ class KStreamWindowAggregate(_WindowAggregate):
         super().__init__(*args, **kwargs)
         self.windows = windows
 
-    def init(self, context: Any) -> None:
-        super().init(context)
-        # over a cached store, updates go downstream when the cache flushes them: the latest per window and
-        # commit (Kafka's TimestampedCacheFlushListener); results on window close are read from the store
-        layer = caching_layer(self.store)
-        self.forward_now = layer is None
-        if layer is not None and self.emit_on_update:
-            layer.set_flush_listener(self._forward_flushed)
-
-    def _forward_flushed(self, window: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
-        key, start = window
-        self.context.forward(
-            Record(
-                Windowed(key, start, start + self.windows.size_ms),
-                Change(None if new is None else new.value, None if old is None else old.value),
-                timestamp if new is None else new.timestamp,
-                headers,
-            )
-        )
+    def _window_ms(self) -> int:
+        return int(self.windows.size_ms)
 
     def process(self, record: Record) -> None:
         key, ts = record.key, record.timestamp
@@ -136,6 +142,9 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
     def __init__(self, windows: SlidingWindows, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.windows = windows
+
+    def _window_ms(self) -> int:
+        return int(self.windows.time_difference_ms)
 
     def process(self, record: Record) -> None:
         key, value, ts = record.key, record.value, record.timestamp
@@ -222,7 +231,7 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
     def _create_right_window(self, key: Any, ts: int, agg: ValueAndTimestamp) -> None:
         start = ts + 1
         self.store.put(key, agg, start)
-        if self.emit_on_update:
+        if self.emit_on_update and self.forward_now:
             self._forward(
                 Windowed(key, start, start + self.windows.time_difference_ms), agg.value, None, agg.timestamp
             )
@@ -235,7 +244,7 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
         new_agg = self.aggregator(key, value, vt.value)
         new_ts = ts if vt.value is None else max(ts, vt.timestamp)
         self.store.put(key, _stored(new_agg, new_ts), start)
-        if self.emit_on_update:
+        if self.emit_on_update and self.forward_now:
             self._forward(Windowed(key, start, end), new_agg, vt.value, new_ts)
 
     def _emit_closed(self, close_time: int) -> None:
@@ -287,16 +296,22 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
     def _close_time(self, stream_time: int) -> int:
         return int(stream_time - self.windows.grace_ms - self.windows.gap_ms)
 
+    def _forward_flushed(self, window: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        """A session the cache flushed: ``window`` = (key, start, end), at the session's end (Kafka's
+        SessionCacheFlushListener)."""
+        key, start, end = window
+        self.context.forward(Record(Windowed(key, start, end), Change(new, old), end, headers))
+
     def _merge_and_put(self, key: Any, value: Any, ts: int, start: int, end: int,
                        merged: list[tuple[int, int, Any]], agg: Any) -> None:  # fmt: skip
         if (start, end) != (ts, ts):
             for s, e, old in merged:
                 self.store.remove(key, s, e)
-                if self.emit_on_update:
+                if self.emit_on_update and self.forward_now:
                     self._forward(Windowed(key, s, e), None, old, e)
         agg = self.aggregator(key, value, agg)
         self.store.put(key, start, end, agg)
-        if self.emit_on_update:
+        if self.emit_on_update and self.forward_now:
             self._forward(Windowed(key, start, end), agg, None, end)
 
     def _emit_closed(self, close_time: int) -> None:

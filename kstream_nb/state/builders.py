@@ -12,6 +12,7 @@ from kstream_nb.errors import StreamsError
 from kstream_nb.state.caching import CachingKeyValueStore, thread_cache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
+from kstream_nb.state.session_caching import CachingSessionStore
 from kstream_nb.state.store import KeyValueStore, StateStore
 from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
 from kstream_nb.state.window_caching import CachingWindowStore
@@ -455,8 +456,8 @@ class WindowStoreBuilder:
         return self
 
     def with_caching_enabled(self) -> WindowStoreBuilder:
-        """A record cache in front of a window store when the app's ``statestore_cache_max_bytes`` is above 0
-        (session stores and stores keeping duplicates are not cached)."""
+        """A record cache in front of a window or session store when the app's ``statestore_cache_max_bytes`` is
+        above 0 (stores keeping duplicates are not cached)."""
         self.caching_enabled = True
         return self
 
@@ -488,8 +489,9 @@ class WindowStoreBuilder:
         cached = (
             self.caching_enabled
             and cache_max_bytes > 0
-            and isinstance(store, WindowStore)
-            and not store.retain_duplicates
+            and (
+                isinstance(store, SessionStore) or (isinstance(store, WindowStore) and not store.retain_duplicates)
+            )
         )
         if self.logging_enabled:
             if isinstance(store, SessionStore):
@@ -497,7 +499,8 @@ class WindowStoreBuilder:
             else:
                 store = ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
         if cached:
-            store = CachingWindowStore(store, thread_cache(cache_max_bytes))
+            layer = CachingSessionStore if isinstance(backend, SessionStore) else CachingWindowStore
+            store = layer(store, thread_cache(cache_max_bytes))
         scope = "rocksdb" if backend.persistent else "in-memory"
         if isinstance(backend, SessionStore):
             return MeteredSessionStore(store, f"{scope}-session")

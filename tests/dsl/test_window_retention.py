@@ -66,6 +66,25 @@ def test_a_window_past_the_retention_is_not_read_alone_either() -> None:
         assert store.fetch("k", 20) == ks.ValueAndTimestamp(1, 25)
 
 
+def test_with_the_record_cache_windows_past_the_retention_are_read_from_the_cache() -> None:
+    """Kafka 4.4 with its record cache (TopologyTestDriver, 10 MB): flushed windows stay in the cache and every
+    read sees the cache over the store, so windows past the retention stay visible while cached."""
+    with ks.TopologyTestDriver(_tumbling_count(), {"statestore_cache_max_bytes": 10 * 1024 * 1024}) as d:
+        topic = d.create_input_topic("in")
+        for ts in (3, 7, 25):
+            topic.pipe_input("k", "v", timestamp=ts)
+        store = d.get_state_store("c")
+        assert [s for _, s, _ in store.all()] == [0, 20]
+        assert store.fetch("k", 0) == ks.ValueAndTimestamp(2, 7)
+        topic.pipe_input("k", "v", timestamp=60_015)
+        assert [s for _, s, _ in store.all()] == [0, 20, 60_010]
+        assert store.fetch("k", 0) == ks.ValueAndTimestamp(2, 7)
+        assert store.fetch_range("k", 0, 30) == [
+            (0, ks.ValueAndTimestamp(2, 7)),
+            (20, ks.ValueAndTimestamp(1, 25)),
+        ]
+
+
 def _emitted(windows: Any, records: list[tuple[str, int]], **retention: Any) -> list[tuple[Any, ...]]:
     """(key, start, end, count) of the final results of an emit-on-close count over ``records``."""
     b = ks.StreamsBuilder()
