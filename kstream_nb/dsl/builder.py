@@ -79,6 +79,9 @@ class StreamsBuilder:
         from kstream_nb.dsl.ktable import GlobalKTable
 
         store_name = store or f"{topic}-STATE-STORE-{self.new_name('')[1:]}"
+        # the numbers of Kafka's global source and KTABLE-SOURCE nodes (a global store has no nodes here)
+        self.new_name("KSTREAM-SOURCE")
+        self.new_name("KTABLE-SOURCE")
         builder = TimestampedKeyValueStoreBuilder(
             Stores.in_memory_key_value_store(store_name), key_serde, value_serde
         ).with_logging_disabled()

@@ -127,7 +127,7 @@ def stream_global_table_join(stream: KStream, table: GlobalKTable, key_selector:
     from kstream_nb.dsl.kstream import KStream
 
     builder = stream._builder
-    node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
+    node = builder.new_name("KSTREAM-LEFTJOIN")  # Kafka names an inner global-table join so too
     store = table.store_name
     builder.topology.add_processor(
         node, lambda: KStreamKTableJoin(store, joiner, left_join, key_selector), stream.node, stores=[store]
