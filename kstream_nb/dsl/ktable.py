@@ -119,6 +119,8 @@ class KTable:
         self.old_value_parents: tuple[KTable, ...] = ()
         #: the store the table's own processor keeps (a filter/map_values/transform_values with ``store=``)
         self._own_store = False
+        #: a suppressed table: the view its suppress processor keeps when a lookup needs one
+        self._suppressed_view: Any = None
 
     def enable_sending_old_values(self, force_materialization: bool = True) -> bool:
         """Asks this table's processor to forward old values (Kafka's ``KTableImpl.enableSendingOldValues``);
@@ -206,6 +208,10 @@ class KTable:
         if self._source_store is not None:
             self._materialize_source()
             self.store_name = self._source_store[0]
+        elif self._suppressed_view is not None and self.store_name is None:
+            self.store_name = self._suppressed_view.store_name = self._builder.new_name("KTABLE-STATE-STORE")
+            self._builder.add_timestamped_store(self.store_name, self.key_serde, self.value_serde)
+            self._builder.topology.connect_processor_and_state_stores(self.node, self.store_name)
         else:
             self._materialize_upstream_source()
         if self.store_name is None:
@@ -330,7 +336,12 @@ class KTable:
 
     def suppress(self, suppressed: Any, name: str | None = None) -> KTable:
         """Holds updates back: ``ks.until_window_closes()`` (final results) or ``ks.until_time_limit(d)``."""
-        from kstream_nb.processor.suppress import KTableSuppress, Suppressed, SuppressionBufferBuilder
+        from kstream_nb.processor.suppress import (
+            KTableSuppress,
+            Suppressed,
+            SuppressedView,
+            SuppressionBufferBuilder,
+        )
 
         if self.versioned:
             raise TopologyError(SUPPRESS_VERSIONED)
@@ -348,10 +359,12 @@ class KTable:
         # Kafka's names: "<name>-store", else KTABLE-SUPPRESS-STATE-STORE-<index>
         store = f"{name}-store" if name else self._builder.new_name("KTABLE-SUPPRESS-STATE-STORE")
         topology = self._builder.topology
-        topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms, store), self.node)
+        view = SuppressedView()
+        topology.add_processor(node, lambda: KTableSuppress(suppressed, close_ms, store, view), self.node)
         topology.add_state_store(SuppressionBufferBuilder(store, self.key_serde, self.value_serde), node)
         table = KTable(self._builder, node, self.key_serde, self.value_serde)
         table.window_close_ms = self.window_close_ms
+        table._suppressed_view = view
         return table
 
     def transform_values(self, supplier: Callable[[], Any], store: str | None = None, value_serde: Any = None,

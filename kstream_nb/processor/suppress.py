@@ -21,7 +21,7 @@ from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serdes import JoinedSerializers, Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError
-from kstream_nb.processor.api import Change, Processor, Record
+from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.windows import Windowed
@@ -88,13 +88,26 @@ def until_time_limit(limit: Duration, buffer: BufferConfig | None = None) -> Sup
     return Suppressed.time_limit(limit, buffer)
 
 
+class SuppressedView:
+    """Where a suppressed table's rows can be looked up (by a join), set while the DSL builds: a store the
+    suppress processor keeps as Kafka's suppressed value getter answers — for a buffered key the value it had
+    before it was buffered (with timestamp -1), else the parent's current value (what was last emitted)."""
+
+    __slots__ = ("store_name",)
+
+    def __init__(self) -> None:
+        self.store_name: str | None = None
+
+
 class KTableSuppress(Processor):
     """Buffers table changes per key and releases them by buffer time, then key."""
 
     context: NodeContext
 
-    def __init__(self, suppressed: Suppressed, window_close_ms: int, store_name: str) -> None:
+    def __init__(self, suppressed: Suppressed, window_close_ms: int, store_name: str,
+                 view: SuppressedView | None = None) -> None:  # fmt: skip
         self.suppressed = suppressed
+        self.view = view
         self._final = suppressed.until_window_closes
         self._bounded = suppressed.buffer.max_records is not None or suppressed.buffer.max_bytes is not None
         self.duration = window_close_ms if self._final else suppressed.time_limit_ms
@@ -111,6 +124,9 @@ class KTableSuppress(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self.store: SuppressionBuffer = context.get_state_store(self.store_name)
+        self.view_store: Any = None
+        if self.view is not None and self.view.store_name is not None:
+            self.view_store = context.get_state_store(self.view.store_name)
         self.buffer = self.store.held
         for key, held in self.buffer.items():  # restored from the changelog
             self._track_size(key, held.change)
@@ -131,6 +147,9 @@ class KTableSuppress(Processor):
         else:
             previous = self.buffer.get(key)
             buffer_time = previous[0] if previous is not None else record.timestamp
+        if self.view_store is not None and key not in self.buffer:
+            # Kafka's buffer keeps the change's old value as the key's prior value, which its getter answers
+            self._set_view(key, record.value.old_value, -1)
         self.store.put(key, BufferedUpdate(buffer_time, record.timestamp, record.headers, record.value))
         if self._sizes is not None:
             self._track_size(key, record.value)
@@ -173,9 +192,14 @@ class KTableSuppress(Processor):
         held = self.store.delete(key)
         if self._sizes is not None:
             self._bytes -= self._sizes.pop(key)
+        if self.view_store is not None:  # no longer buffered: the parent's value
+            self._set_view(key, held.change.new_value, held.timestamp)
         if held.change.new_value is None and self._final:
             return
         self.context.forward(Record(key, held.change, held.timestamp, held.headers))
+
+    def _set_view(self, key: Any, value: Any, timestamp: int) -> None:
+        self.view_store.put(key, None if value is None else ValueAndTimestamp(value, timestamp))
 
 
 _NOTHING_BUFFERED = 2**63
