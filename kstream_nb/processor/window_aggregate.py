@@ -119,7 +119,7 @@ class KStreamWindowAggregate(_WindowAggregate):
             new_agg = self.aggregator(key, record.value, old_agg)
             self.store.put(key, _stored(new_agg, new_ts), start)
             if self.emit_on_update and self.forward_now:
-                self._forward(Windowed(key, start, end), new_agg, old.value if old else None, new_ts)
+                self._forward(Windowed(key, start, end), new_agg, old_agg, new_ts)  # old: the initial value if new
         if not self.emit_on_update:
             self._emit_closed(close_time)
 
