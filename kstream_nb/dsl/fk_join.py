@@ -33,6 +33,7 @@ from kstream_nb.processor.fk_join import (
 )
 
 if TYPE_CHECKING:
+    from kstream_nb.dsl.builder import StreamsBuilder
     from kstream_nb.dsl.ktable import KTable
 
 
@@ -52,13 +53,11 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
         raise TypeError(f"a foreign-key {op} needs a KTable on the right, got {right!r}")
     builder = left._builder
     topology = builder.topology
-    base = name or builder.new_name("KTABLE-FK-JOIN")
-    registration_topic = f"{base}-subscription-registration-topic"
-    response_topic = f"{base}-subscription-response-topic"
     left_store = left.materialized_store()
     right_store = right.materialized_store()
-    subscription_store = f"{base}-subscription-store"
-    result_store = store or builder.new_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+    nodes = _node_names(builder, name)
+    registration_topic, response_topic = nodes["registration_topic"], nodes["response_topic"]
+    subscription_store = nodes["subscription_store"]
 
     hasher = ValueHasher(serde_from(left.value_serde) if left.value_serde is not None else None)
     primary_key_serde = serde_from(left.key_serde) if left.key_serde is not None else JsonSerde()
@@ -69,46 +68,87 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     topology.add_repartition_topic(response_topic)
 
     # left side: subscribe
-    send = f"{base}-subscription-registration-send"
+    send = nodes["send"]
     topology.add_processor(
         send, lambda: SubscriptionSend(foreign_key_extractor, with_key, left_join, hasher), left.node
     )
     topology.add_sink(
-        f"{base}-subscription-registration-sink", registration_topic, send,
+        nodes["registration_sink"], registration_topic, send,
         key_serde=right.key_serde, value_serde=subscription_serde,
     )  # fmt: skip
 
     # right side: keep subscriptions, answer them, and answer again when a right row changes
-    registration_source = f"{base}-subscription-registration-source"
+    registration_source = nodes["registration_source"]
     topology.add_source(
         registration_source, registration_topic, key_serde=right.key_serde, value_serde=subscription_serde
     )
     topology.add_state_store(SubscriptionStoreBuilder(subscription_store, right.key_serde, left.key_serde))
-    receive = f"{base}-subscription-receive"
+    receive = nodes["receive"]
     topology.add_processor(
         receive, lambda: SubscriptionReceive(subscription_store, right_store), registration_source,
         stores=[subscription_store, right_store],
     )  # fmt: skip
-    foreign = f"{base}-foreign-table-join"
+    foreign = nodes["foreign"]
     topology.add_processor(
         foreign, lambda: ForeignTableJoin(subscription_store), right.node, stores=[subscription_store]
     )
     topology.add_sink(
-        f"{base}-subscription-response-sink", response_topic, receive, foreign,
+        nodes["response_sink"], response_topic, receive, foreign,
         key_serde=left.key_serde, value_serde=response_serde, partitioner=response_partitioner,
     )  # fmt: skip
 
     # left side: resolve the answers that are still current
-    response_source = f"{base}-subscription-response-source"
+    response_source = nodes["response_source"]
     topology.add_source(response_source, response_topic, key_serde=left.key_serde, value_serde=response_serde)
-    resolve = f"{base}-response-join"
+    resolve = nodes["resolve"]
     topology.add_processor(
         resolve, lambda: ResponseJoin(left_store, joiner, left_join, hasher), response_source, stores=[left_store]
     )
     # the result table (Kafka's KTableSource with the join's Materialized): a named store at once, cached; a
     # generated one only when a later operation needs it
-    result = table_source(builder, resolve, store, result_store, left.key_serde, None, f"{base}-result")
+    output = nodes["output"]
+    result_store = store or builder.new_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE")
+    result = table_source(builder, resolve, store, result_store, left.key_serde, None, output)
 
     topology.add_copartition_group(registration_source, right.node)
     topology.add_copartition_group(response_source, left.node)
     return result
+
+
+def _node_names(builder: StreamsBuilder, name: str | None) -> dict[str, str]:
+    """The internal topics, subscription store and nodes of a foreign-key join. Named, ``<name>-...``; else Kafka
+    Streams 4.4's generated names (``KTableImpl.doJoinOnForeignKey``), one number each in this order (Kafka's
+    subscription receiver is two nodes, the store-keeping one and the right-table lookup: ``receive`` takes the
+    first number and the second is skipped)."""
+    if name is not None:
+        return {
+            "registration_topic": f"{name}-subscription-registration-topic",
+            "send": f"{name}-subscription-registration-send",
+            "registration_sink": f"{name}-subscription-registration-sink",
+            "registration_source": f"{name}-subscription-registration-source",
+            "subscription_store": f"{name}-subscription-store",
+            "receive": f"{name}-subscription-receive",
+            "foreign": f"{name}-foreign-table-join",
+            "response_topic": f"{name}-subscription-response-topic",
+            "response_sink": f"{name}-subscription-response-sink",
+            "response_source": f"{name}-subscription-response-source",
+            "resolve": f"{name}-response-join",
+            "output": f"{name}-result",
+        }
+    new = builder.new_name
+    names = {
+        "registration_topic": new("KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION") + "-topic",
+        "send": new("KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION"),
+        "registration_sink": new("KTABLE-SINK"),
+        "registration_source": new("KTABLE-SOURCE"),
+        "subscription_store": new("KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE"),
+        "receive": new("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR"),
+    }
+    new("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
+    names["foreign"] = new("KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR")
+    names["response_topic"] = new("KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE") + "-topic"
+    names["response_sink"] = new("KTABLE-SINK")
+    names["response_source"] = new("KTABLE-SOURCE")
+    names["resolve"] = new("KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR")
+    names["output"] = new("KTABLE-FK-JOIN-OUTPUT")
+    return names

@@ -210,7 +210,7 @@ def test_fk_change_unsubscribes_the_old_foreign_key(left_join: bool, store: str 
         check(t, {"lhs1": "(lhsValue1|rhs2,rhsValue2)"}, {"lhs1": "(lhsValue1|rhs2,rhsValue2)"})
         t.right.pipe_input("rhs1", "rhsValue1Delta")  # the old fk no longer reaches lhs1
         check(t, {}, {"lhs1": "(lhsValue1|rhs2,rhsValue2)"})
-        (name,) = [s for s in t.d.topology.store_builders if s.endswith("-subscription-store")]
+        (name,) = [s for s in t.d.topology.store_builders if "SUBSCRIPTION-STATE-STORE" in s]
         sub_store = t.d.get_state_store(name)
         assert [pk for pk, _ in subscribers_of(sub_store, "rhs1")] == []
         assert [pk for pk, _ in subscribers_of(sub_store, "rhs2")] == ["lhs1"]
@@ -271,7 +271,7 @@ def test_stale_responses_are_dropped_by_value_hash() -> None:
         t.left.pipe_input("k", "old|r1")
         t.left.pipe_input("k", "new|r1")
         assert t.read() == {"k": "(new|r1,R1)"}
-        (name,) = [n for n in t.d.topology.repartition_topics if n.endswith("-subscription-response-topic")]
+        (name,) = [n for n in t.d.topology.repartition_topics if "SUBSCRIPTION-RESPONSE" in n]
         topic = f"topology-test-driver-{name}"
         serde, key = SubscriptionResponseSerde(JsonSerde()), JsonSerde().serialize(topic, "k")
         hasher = ValueHasher(None)
@@ -311,15 +311,15 @@ def test_internal_topics_and_describe() -> None:
     b.table("l").join(b.table("r"), joiner, foreign_key_extractor=extractor).to_stream().to("o")
     topo = b.build()
     assert set(topo.repartition_topics) == {
-        "KTABLE-FK-JOIN-0000000006-subscription-registration-topic",
-        "KTABLE-FK-JOIN-0000000006-subscription-response-topic",
+        "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000006-topic",
+        "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic",
     }
     subs = topo.subtopologies()
     assert len(subs) == 2
     by_topic = {t: s.id for s in subs for t in s.source_topics}
-    assert by_topic["l"] == by_topic["KTABLE-FK-JOIN-0000000006-subscription-response-topic"]
-    assert by_topic["r"] == by_topic["KTABLE-FK-JOIN-0000000006-subscription-registration-topic"]
-    assert "subscription-registration-topic" in str(topo.describe())
+    assert by_topic["l"] == by_topic["KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic"]
+    assert by_topic["r"] == by_topic["KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000006-topic"]
+    assert "SUBSCRIPTION-REGISTRATION-0000000006-topic" in str(topo.describe())
     with pytest.raises(TypeError, match="foreign_key_extractor"):
         b.table("x").join(b.table("y"), joiner, foreign_key_extractor="not a function")  # type: ignore[arg-type]
 
@@ -396,7 +396,10 @@ def test_live_fk_join_over_3_and_2_partitions_matches_a_pandas_merge(left_join: 
         # the response topic is sized like the left (orders) topic, the registration topic like the right
         admin = connect(url).admin()
         counts = {
-            t.rsplit("-", 2)[-2]: admin.partition_count(t) for t in admin.list_topics() if t.endswith("-topic")
+            kind: admin.partition_count(t)
+            for t in admin.list_topics()
+            for kind in ("registration", "response")
+            if f"SUBSCRIPTION-{kind.upper()}-" in t
         }
         assert counts == {"registration": 2, "response": 3}
     finally:
@@ -463,7 +466,7 @@ def test_live_fk_join_started_before_the_left_topic_exists() -> None:
         expected = {k: _enrich(v, {"name": f"name-{int(v['customer'][1:])}"}) for k, v in orders}
         assert dict(app.store("enriched").all()) == expected
         admin = connect(url).admin()
-        response = [t for t in admin.list_topics() if "response" in t]
+        response = [t for t in admin.list_topics() if "RESPONSE" in t]
         assert response and all(admin.partition_count(t) == 3 for t in response)
     finally:
         app.stop()

@@ -477,7 +477,7 @@ def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kaf
 
     wait_for(joined, 60, "the join of every order")
     admin = connect(kafka_bootstrap).admin()
-    assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-0000000006-subscription-response-topic") == 3
+    assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic") == 3
 
 
 def test_tasks_a_metadata_answer_left_pending_start_at_a_rebalance_the_thread_asks_for(
