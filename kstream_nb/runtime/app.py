@@ -634,7 +634,8 @@ class KafkaStreams:
             "process-total": processed,
             "process-rate": sum(th.rate for th in list(self._threads)),
             "process-latency-avg-ms": (process_time * 1000 / processed) if processed else 0.0,
-            "dropped-records-total": sum(t.dropped_total for t in tasks),
+            "dropped-records-total": sum(t.dropped_total for t in tasks)
+            + (self._global_stores.dropped_total if self._global_stores else 0),
             "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
             "skipped-production-total": sum(t.skipped_production for t in tasks),
             "commit-total": sum(th.commit_total for th in threads),
