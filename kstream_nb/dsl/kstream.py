@@ -356,9 +356,12 @@ class BranchedKStream:
     def __init__(self, stream: KStream, prefix: str) -> None:
         self._stream = stream
         self._prefix = prefix
-        self._node = stream._builder.new_name("KSTREAM-BRANCH")
+        # Kafka's names: the splitter is the split's name or KSTREAM-BRANCH-<n>, each branch <splitter><name or
+        # index> (the default branch's index is 0), taking a number of the counter when it is added
+        self._node = prefix or stream._builder.new_name("KSTREAM-BRANCH")
         self._predicates: list[Callable[[Any, Any], Any]] = []
         self._names: list[str] = []
+        self._children: list[str] = []
         self._chains: list[Callable[[KStream], Any] | None] = []
         self._done = False
 
@@ -372,6 +375,8 @@ class BranchedKStream:
         check_callable(predicate, "branch")
         self._predicates.append(predicate)
         self._names.append(self._prefix + (name or str(len(self._predicates))))
+        self._children.append(self._node + (name or str(len(self._predicates))))
+        self._stream._builder.new_name(self._children[-1])
         self._chains.append(chain)
         return self
 
@@ -379,6 +384,9 @@ class BranchedKStream:
         self, name: str | None = None, chain: Callable[[KStream], Any] | None = None
     ) -> dict[str, KStream]:
         """Records matching no branch go here; returns the branches by name."""
+        if not self._done:
+            self._children.append(self._node + (name or "0"))
+            self._stream._builder.new_name(self._children[-1])
         return self._finish(self._prefix + (name or "0"), chain)
 
     def no_default_branch(self) -> dict[str, KStream]:
@@ -392,7 +400,7 @@ class BranchedKStream:
         builder, stream = self._stream._builder, self._stream
         names = list(self._names) + ([default] if default else [])
         chains = [*self._chains, default_chain] if default else list(self._chains)
-        children = [f"{self._node}-{n}" for n in names]
+        children = list(self._children)
         predicates = list(self._predicates)
         child_default = children[-1] if default else None
         builder.topology.add_processor(
