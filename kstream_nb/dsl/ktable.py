@@ -189,7 +189,11 @@ class KTable:
         supplier (``ks.Stores.persistent_versioned_key_value_store``) for a versioned table."""
         builder = self._builder
         name, versioned = add_table_store(builder, store, self.key_serde, self.value_serde)
-        node = builder.new_name("KTABLE-MATERIALIZE")
+        # Kafka keeps the store on the operation's own node and takes no number for it: the node that keeps it
+        # here is named after the operation's
+        node = f"{self.node}-materialize"
+        if node in builder.topology.node_specs:
+            node = builder.new_name("KTABLE-MATERIALIZE")
         builder.topology.add_processor(node, lambda: table_ops.KTableMaterialize(name), self.node, stores=[name])
         table = KTable(builder, node, self.key_serde, self.value_serde, name)
         table.window_close_ms = self.window_close_ms
