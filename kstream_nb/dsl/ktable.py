@@ -213,13 +213,15 @@ class KTable:
             self._materialize_source()
             self.store_name = self._source_store[0]
         elif self._suppressed_view is not None and self.store_name is None:
-            self.store_name = self._suppressed_view.store_name = self._builder.new_name("KTABLE-STATE-STORE")
+            # Kafka reads such a table through value getters, with no store and no number: this store is named
+            # after the table's node, so the names generated after it stay Kafka's
+            self.store_name = self._suppressed_view.store_name = f"{self.node}-STATE-STORE"
             self._builder.add_timestamped_store(self.store_name, self.key_serde, self.value_serde)
             self._builder.topology.connect_processor_and_state_stores(self.node, self.store_name)
         else:
             self._materialize_upstream_source()
         if self.store_name is None:
-            name = self._builder.new_name("KTABLE-STATE-STORE")
+            name = f"{self.node}-STATE-STORE"  # as above: Kafka has a value getter here, no store
             supplier = self.versioned_supplier
             materialized = self.materialize(name if supplier is None else supplier.renamed(name))
             self.store_name = materialized.store_name
