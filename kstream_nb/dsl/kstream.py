@@ -257,12 +257,15 @@ class KStream:
     def repartitioned_if_required(self, base: str | None = None) -> KStream:
         """This stream, or a repartitioned copy when an upstream operation may have changed the keys: through
         ``<base>-repartition``, by default ``<this stream's node>-repartition`` (Kafka's name for a join's), made
-        once per stream and base (a stream joined twice reuses it, as Kafka's ``repartitionForJoin``)."""
+        once per stream and base (a stream joined twice reuses it, as Kafka's ``repartitionForJoin``, which still
+        takes the three numbers of its nodes' names again)."""
         if not self.repartition_required:
             return self
         base = base or self.node
         made: dict[str, KStream] = self.__dict__.setdefault("_repartitioned", {})
-        if base not in made:
+        if base in made:
+            self._builder.repartition_node_names(base)
+        else:
             made[base] = self._through_internal(base, None, None, None, None, filter_null_keys=True)
         return made[base]
 
