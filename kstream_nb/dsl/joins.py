@@ -10,7 +10,13 @@ from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
-from kstream_nb.processor.table_joins import NOT_VERSIONED, KStreamKTableJoin, KTableKTableJoinSide
+from kstream_nb.processor.table_joins import (
+    NOT_VERSIONED,
+    JoinGetter,
+    KStreamKTableJoin,
+    KTableKTableJoinSide,
+    getter_stores,
+)
 from kstream_nb.processor.windows import JoinWindows
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.join_buffer import JoinBuffer
@@ -102,9 +108,9 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
     if grace_ms is not None and table.history_retention_ms is not None and grace_ms > table.history_retention_ms:
         raise TopologyError("History retention must be at least grace period.")
     stream = stream.repartitioned_if_required()
-    store = table.materialized_store(send_old_values=False)
+    store = table.value_getter(send_old_values=False)
     node = builder.new_name("KSTREAM-LEFTJOIN" if left_join else "KSTREAM-JOIN")
-    stores = [store]
+    stores = getter_stores(store)
     buffer = None
     if grace_ms is not None:
         buffer = f"{node}-Buffer"
@@ -146,19 +152,27 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     builder = left._builder
     topology = builder.topology
     # Kafka: a left (outer) join asks the left (both) side(s) for old values; an inner join only reads them
-    left_store = left.materialized_store(send_old_values=kind != "inner")
-    right_store = right.materialized_store(send_old_values=kind == "outer")
+    left_store = left.value_getter(send_old_values=kind != "inner")
+    right_store = right.value_getter(send_old_values=kind == "outer")
     merge = builder.new_name("KTABLE-MERGE")  # Kafka names the merge first
     this_name = builder.new_name("KTABLE-JOINTHIS")
     other_name = builder.new_name("KTABLE-JOINOTHER")
     topology.add_processor(
-        this_name, lambda: KTableKTableJoinSide(kind, True, right_store, joiner), left.node, stores=[right_store]
+        this_name,
+        lambda: KTableKTableJoinSide(kind, True, right_store, joiner),
+        left.node,
+        stores=getter_stores(right_store),
     )
     topology.add_processor(
-        other_name, lambda: KTableKTableJoinSide(kind, False, left_store, joiner), right.node, stores=[left_store]
+        other_name,
+        lambda: KTableKTableJoinSide(kind, False, left_store, joiner),
+        right.node,
+        stores=getter_stores(left_store),
     )
     topology.add_processor(merge, PassThrough, this_name, other_name)
     topology.add_copartition_group(left.node, right.node)
     result = KTable(builder, merge, left.key_serde, None)
     result.old_value_parents = (left, right)  # asked for old values, the join asks both sides
+    # looked up (not materialized), its rows are computed from both sides' (Kafka's join value getters)
+    result.join_getter = JoinGetter(kind, joiner, left_store, right_store)
     return result.materialize(store) if store else result

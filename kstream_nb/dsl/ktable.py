@@ -121,6 +121,8 @@ class KTable:
         self._own_store = False
         #: a suppressed table: the view its suppress processor keeps when a lookup needs one
         self._suppressed_view: Any = None
+        #: an unmaterialized table-table join: how its rows are computed from its sides' at lookup time
+        self.join_getter: Any = None
 
     def enable_sending_old_values(self, force_materialization: bool = True) -> bool:
         """Asks this table's processor to forward old values (Kafka's ``KTableImpl.enableSendingOldValues``);
@@ -227,6 +229,15 @@ class KTable:
             self.store_name = materialized.store_name
         assert self.store_name is not None
         return self.store_name
+
+    def value_getter(self, send_old_values: bool = True) -> Any:
+        """What a join looks this table up through (Kafka's ``valueGetterSupplier``): ``materialized_store``'s
+        store, but for an unmaterialized table-table join the join of its sides' getters (no store)."""
+        if self.join_getter is None or self.store_name is not None:
+            return self.materialized_store(send_old_values)
+        if send_old_values:
+            self.enable_sending_old_values(True)
+        return self.join_getter
 
     def _materialize_upstream_source(self) -> None:
         """Materializes the source a filter/map_values chain reads, as Kafka's value getters do."""

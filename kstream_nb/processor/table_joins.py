@@ -9,6 +9,7 @@ drop out-of-order updates of a versioned table (counted as dropped records).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kstream_nb.errors import TopologyError
@@ -21,6 +22,8 @@ from kstream_nb.state.versioned import is_versioned
 
 #: Kafka's message when a stream-table join has a grace period and the table is not versioned
 NOT_VERSIONED = "KTable must be versioned to use a grace period in a stream table join."
+
+INNER, LEFT, OUTER = "inner", "left", "outer"
 
 
 def lookup(store: Any, key: Any) -> Any:
@@ -38,6 +41,61 @@ def lookup(store: Any, key: Any) -> Any:
     return store.get(key)
 
 
+@dataclass(frozen=True)
+class JoinGetter:
+    """How an unmaterialized table-table join result is looked up (Kafka's ``KTableKTableJoinValueGetter``):
+    recomputed from both sides' getters (a store name, or a nested join) at lookup time; no store of its own."""
+
+    kind: str
+    joiner: Callable[[Any, Any], Any]
+    left: TableGetter
+    right: TableGetter
+
+
+#: what a table is looked up through: the name of the store holding its rows, or a join's getter
+TableGetter = str | JoinGetter
+
+
+def getter_stores(getter: TableGetter) -> list[str]:
+    """The stores a processor looking a table up through ``getter`` must be connected to."""
+    if isinstance(getter, str):
+        return [getter]
+    return list(dict.fromkeys(getter_stores(getter.left) + getter_stores(getter.right)))
+
+
+def connect(context: Any, getter: TableGetter) -> Any:
+    """The object a processor looks a table up in (its ``get(key)`` answers a ValueAndTimestamp or None)."""
+    if isinstance(getter, str):
+        return context.get_state_store(getter)
+    return JoinedRows(getter.kind, getter.joiner, connect(context, getter.left), connect(context, getter.right))
+
+
+class JoinedRows:
+    """A join result's rows computed from its sides' current rows, as Kafka's join value getters:
+    inner (KTableKTableInnerJoin): both rows, timestamp the max of theirs; left (KTableKTableLeftJoin): the left
+    row, timestamp the max of both rows' (the left's alone without a right row); outer (KTableKTableOuterJoin):
+    either row, timestamp the max of the present rows'."""
+
+    def __init__(self, kind: str, joiner: Callable[[Any, Any], Any], left: Any, right: Any) -> None:
+        self.kind = kind
+        self.joiner = joiner
+        self.left = left
+        self.right = right
+
+    def get(self, key: Any) -> ValueAndTimestamp | None:
+        left = lookup(self.left, key)
+        if left is None and self.kind != OUTER:
+            return None
+        right = lookup(self.right, key)
+        if right is None and self.kind == INNER:
+            return None
+        if left is None and right is None:
+            return None
+        value = self.joiner(None if left is None else left.value, None if right is None else right.value)
+        timestamps = [row.timestamp for row in (left, right) if row is not None]
+        return None if value is None else ValueAndTimestamp(value, max(timestamps))
+
+
 class KStreamKTableJoin(Processor):
     """Joins each stream record with the table's value for its key (inner: only when present).
 
@@ -48,7 +106,7 @@ class KStreamKTableJoin(Processor):
 
     context: NodeContext
 
-    def __init__(self, table_store: str, joiner: Callable[[Any, Any], Any], left: bool,
+    def __init__(self, table_store: TableGetter, joiner: Callable[[Any, Any], Any], left: bool,
                  key_selector: Callable[[Any, Any], Any] | None = None,
                  buffer_store: str | None = None) -> None:  # fmt: skip
         self.table_store = table_store
@@ -59,7 +117,7 @@ class KStreamKTableJoin(Processor):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.table = context.get_state_store(self.table_store)
+        self.table = connect(context, self.table_store)
         self.versioned = is_versioned(self.table)
         self.buffer: Any = None
         if self.buffer_store is not None:
@@ -94,9 +152,6 @@ class KStreamKTableJoin(Processor):
         self.context.forward(record.with_value(self.joiner(record.value, None if found is None else found.value)))
 
 
-INNER, LEFT, OUTER = "inner", "left", "outer"
-
-
 class KTableKTableJoinSide(Processor):
     """One side of a table-table join: on an update, join with the other table's current row.
 
@@ -107,7 +162,8 @@ class KTableKTableJoinSide(Processor):
 
     context: NodeContext
 
-    def __init__(self, kind: str, left_side: bool, other_store: str, joiner: Callable[[Any, Any], Any]) -> None:
+    def __init__(self, kind: str, left_side: bool, other_store: TableGetter,
+                 joiner: Callable[[Any, Any], Any]) -> None:  # fmt: skip
         self.kind = kind
         self.left_side = left_side
         self.other_store = other_store
@@ -115,7 +171,7 @@ class KTableKTableJoinSide(Processor):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.other = context.get_state_store(self.other_store)
+        self.other = connect(context, self.other_store)
 
     def _join(self, this: Any, other: Any) -> Any:
         return self.joiner(this, other) if self.left_side else self.joiner(other, this)
