@@ -175,4 +175,4 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     result.old_value_parents = (left, right)  # asked for old values, the join asks both sides
     # looked up (not materialized), its rows are computed from both sides' (Kafka's join value getters)
     result.join_getter = JoinGetter(kind, joiner, left_store, right_store)
-    return result.materialize(store) if store else result
+    return result.materialize(store, cached=True) if store else result

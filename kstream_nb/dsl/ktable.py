@@ -186,18 +186,22 @@ class KTable:
         table.versioned_supplier = versioned
         return table
 
-    def materialize(self, store: TableStore) -> KTable:
+    def materialize(self, store: TableStore, cached: bool = False) -> KTable:
         """This table kept in ``store`` (queryable, and readable by joins): a store name, or a versioned store
-        supplier (``ks.Stores.persistent_versioned_key_value_store``) for a versioned table."""
+        supplier (``ks.Stores.persistent_versioned_key_value_store``) for a versioned table. ``cached``: the
+        store has a record cache, which forwards the changes (as Kafka's Materialized store of a join)."""
         builder = self._builder
-        name, versioned = add_table_store(builder, store, self.key_serde, self.value_serde)
+        name, versioned = add_table_store(builder, store, self.key_serde, self.value_serde, caching=cached)
         # Kafka keeps the store on the operation's own node and takes no number for it: the node that keeps it
         # here is named after the operation's
         node = f"{self.node}-materialize"
         if node in builder.topology.node_specs:
             node = builder.new_name("KTABLE-MATERIALIZE")
-        builder.topology.add_processor(node, lambda: table_ops.KTableMaterialize(name), self.node, stores=[name])
         table = KTable(builder, node, self.key_serde, self.value_serde, name)
+        flags = table.flags if cached else None
+        builder.topology.add_processor(
+            node, lambda: table_ops.KTableMaterialize(name, flags), self.node, stores=[name]
+        )
         table.window_close_ms = self.window_close_ms
         table.versioned_supplier = versioned
         table._parent = self  # passes the changes on as they come: old values when this table sends them

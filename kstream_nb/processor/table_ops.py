@@ -262,21 +262,29 @@ class KTableMaterialize(Processor):
     As Kafka's table processors with a queryable store: a non-versioned store takes every change and the
     change goes on as the latest; a versioned store puts it at its timestamp and it goes on only if put,
     latest or out-of-order as the store's put says.
+    With ``flags`` (a table-table join's store, Kafka's ``KTableKTableJoinMerger``) the store's record cache
+    forwards, as a table's own store: ``TableStoreWriter``.
     """
 
     context: NodeContext
 
-    def __init__(self, store_name: str) -> None:
+    def __init__(self, store_name: str, flags: TableFlags | None = None) -> None:
         self.store_name = store_name
+        self.flags = flags
 
     def init(self, context: Any) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
         self.versioned = is_versioned(self.store)
+        flags = self.flags
+        self.writer = None if flags is None else TableStoreWriter(context, self.store_name, flags.send_old_values)
 
     def process(self, record: Record) -> None:
         change: Change = record.value
         new = change.new_value
+        if self.writer is not None:
+            self.writer.put_and_forward(record, new, change.old_value)
+            return
         if self.versioned:
             code = self.store.put(record.key, new, record.timestamp)
             if code != PUT_RETURN_CODE_NOT_PUT:
