@@ -123,6 +123,8 @@ class KTable:
         self._suppressed_view: Any = None
         #: an unmaterialized table-table join: how its rows are computed from its sides' at lookup time
         self.join_getter: Any = None
+        #: a filter or map_values: its row as a function of its parent's ``(key, value)`` (None: no row)
+        self._row: Callable[[Any, Any], Any] | None = None
 
     def enable_sending_old_values(self, force_materialization: bool = True) -> bool:
         """Asks this table's processor to forward old values (Kafka's ``KTableImpl.enableSendingOldValues``);
@@ -237,11 +239,25 @@ class KTable:
     def value_getter(self, send_old_values: bool = True) -> Any:
         """What a join looks this table up through (Kafka's ``valueGetterSupplier``): ``materialized_store``'s
         store, but for an unmaterialized table-table join the join of its sides' getters (no store)."""
-        if self.join_getter is None or self.store_name is not None:
+        getter = self._computed_getter()
+        if getter is None:
             return self.materialized_store(send_old_values)
         if send_old_values:
             self.enable_sending_old_values(True)
-        return self.join_getter
+        return getter
+
+    def _computed_getter(self) -> Any:
+        """The getter of an unmaterialized join, or of a filter/map_values chain over one; else None."""
+        from kstream_nb.processor.table_joins import RowGetter
+
+        if self.store_name is not None:
+            return None
+        if self.join_getter is not None:
+            return self.join_getter
+        if self._row is None or self._parent is None or self._own_store:
+            return None
+        parent = self._parent._computed_getter()
+        return None if parent is None else RowGetter(self._row, parent)
 
     def _materialize_upstream_source(self) -> None:
         """Materializes the source a filter/map_values chain reads, as Kafka's value getters do."""
@@ -316,6 +332,7 @@ class KTable:
             return table_ops.KTableFilter(predicate, negate, flags, store_name, versioned)
 
         table = self._derive("KTABLE-FILTER", make, store, name, self.value_serde)
+        table._row = lambda key, value: None if bool(predicate(key, value)) is negate else value
         # Kafka's KTableFilter: old values when the parent sends them without materializing anything
         table.flags.send_old_values = self.enable_sending_old_values(False)
         return table
@@ -329,7 +346,9 @@ class KTable:
         def make(flags: table_ops.TableFlags, store_name: str | None) -> table_ops.KTableMapValues:
             return table_ops.KTableMapValues(mapper, with_key, flags, store_name)
 
-        return self._derive("KTABLE-MAPVALUES", make, store, name, value_serde)
+        table = self._derive("KTABLE-MAPVALUES", make, store, name, value_serde)
+        table._row = (lambda key, value: mapper(key, value)) if with_key else (lambda key, value: mapper(value))
+        return table
 
     def to_stream(self, name: str | None = None) -> KStream:
         """Every update of the table as a stream record (a delete is a record with a None value)."""

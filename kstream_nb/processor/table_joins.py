@@ -52,14 +52,26 @@ class JoinGetter:
     right: TableGetter
 
 
-#: what a table is looked up through: the name of the store holding its rows, or a join's getter
-TableGetter = str | JoinGetter
+@dataclass(frozen=True)
+class RowGetter:
+    """A filter or map_values (not materialized) of a table looked up through a join's getter (Kafka's
+    KTableFilter/KTableMapValues value getters): ``row(key, value)`` of the parent's row (None: no row), with
+    the parent row's timestamp."""
+
+    row: Callable[[Any, Any], Any]
+    parent: TableGetter
+
+
+#: what a table is looked up through: the name of the store holding its rows, or a getter computing them
+TableGetter = str | JoinGetter | RowGetter
 
 
 def getter_stores(getter: TableGetter) -> list[str]:
     """The stores a processor looking a table up through ``getter`` must be connected to."""
     if isinstance(getter, str):
         return [getter]
+    if isinstance(getter, RowGetter):
+        return getter_stores(getter.parent)
     return list(dict.fromkeys(getter_stores(getter.left) + getter_stores(getter.right)))
 
 
@@ -67,6 +79,8 @@ def connect(context: Any, getter: TableGetter) -> Any:
     """The object a processor looks a table up in (its ``get(key)`` answers a ValueAndTimestamp or None)."""
     if isinstance(getter, str):
         return context.get_state_store(getter)
+    if isinstance(getter, RowGetter):
+        return DerivedRows(getter.row, connect(context, getter.parent))
     return JoinedRows(getter.kind, getter.joiner, connect(context, getter.left), connect(context, getter.right))
 
 
@@ -94,6 +108,19 @@ class JoinedRows:
         value = self.joiner(None if left is None else left.value, None if right is None else right.value)
         timestamps = [row.timestamp for row in (left, right) if row is not None]
         return None if value is None else ValueAndTimestamp(value, max(timestamps))
+
+
+class DerivedRows:
+    """The rows of a ``RowGetter``: the parent's rows passed through ``row``, with their timestamps."""
+
+    def __init__(self, row: Callable[[Any, Any], Any], parent: Any) -> None:
+        self.row = row
+        self.parent = parent
+
+    def get(self, key: Any) -> ValueAndTimestamp | None:
+        found = lookup(self.parent, key)
+        value = None if found is None or found.value is None else self.row(key, found.value)
+        return None if value is None else ValueAndTimestamp(value, found.timestamp)
 
 
 class KStreamKTableJoin(Processor):
