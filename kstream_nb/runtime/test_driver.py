@@ -72,6 +72,65 @@ class _Collector:
         return 1
 
 
+class _QueuesByTime:
+    """The records waiting to be processed, as the single task of Kafka's TopologyTestDriver holds them
+    (PartitionGroup): one FIFO queue per topic, the next record from the queue whose head is oldest; ties go as
+    Kafka's ``java.util.PriorityQueue`` of queues breaks them (a binary heap: sift on strictly older only)."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, deque[tuple[str, ConsumerRecord]]] = {}
+        self.heap: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.heap)
+
+    def append(self, item: tuple[str, ConsumerRecord]) -> None:
+        queue = self.queues.setdefault(item[0], deque())
+        queue.append(item)
+        if len(queue) == 1:
+            self._offer(item[0])
+
+    def popleft(self) -> tuple[str, ConsumerRecord]:
+        topic = self._poll()
+        queue = self.queues[topic]
+        item = queue.popleft()
+        if queue:
+            self._offer(topic)
+        return item
+
+    def _head(self, topic: str) -> int:
+        return self.queues[topic][0][1].timestamp
+
+    def _offer(self, topic: str) -> None:
+        heap, ts = self.heap, self._head(topic)
+        heap.append(topic)
+        k = len(heap) - 1
+        while k > 0:
+            parent = (k - 1) >> 1
+            if ts >= self._head(heap[parent]):
+                break
+            heap[k] = heap[parent]
+            k = parent
+        heap[k] = topic
+
+    def _poll(self) -> str:
+        heap = self.heap
+        result, last = heap[0], heap.pop()
+        n = len(heap)
+        if n:
+            k, ts = 0, self._head(last)
+            while k < n >> 1:
+                child = 2 * k + 1
+                if child + 1 < n and self._head(heap[child]) > self._head(heap[child + 1]):
+                    child += 1
+                if ts <= self._head(heap[child]):
+                    break
+                heap[k] = heap[child]
+                k = child
+            heap[k] = last
+        return result
+
+
 class TopologyTestDriver:
     """Pipes records into a topology and reads what it writes, with no cluster and no threads."""
 
@@ -89,7 +148,7 @@ class TopologyTestDriver:
         self._wall_clock = initial_wall_clock_ms
         self._outputs: dict[str, deque[ConsumerRecord]] = {}
         self._offsets: dict[str, int] = {}
-        self._pending: deque[tuple[str, ConsumerRecord]] = deque()
+        self._pending = _QueuesByTime()
         self._processing = False
         collector = _Collector(self)
         self.tasks: list[StreamTask] = []
