@@ -31,6 +31,7 @@ from kstream_nb.processor.fk_join import (
     ValueHasher,
     response_partitioner,
 )
+from kstream_nb.processor.table_joins import getter_stores
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -53,8 +54,9 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
         raise TypeError(f"a foreign-key {op} needs a KTable on the right, got {right!r}")
     builder = left._builder
     topology = builder.topology
-    left_store = left.materialized_store()
-    right_store = right.materialized_store()
+    # looked up through their value getters (an unmaterialized table-table join has no store)
+    left_store = left.value_getter()
+    right_store = right.value_getter()
     nodes = _node_names(builder, name)
     registration_topic, response_topic = nodes["registration_topic"], nodes["response_topic"]
     subscription_store = nodes["subscription_store"]
@@ -86,7 +88,7 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     receive = nodes["receive"]
     topology.add_processor(
         receive, lambda: SubscriptionReceive(subscription_store, right_store), registration_source,
-        stores=[subscription_store, right_store],
+        stores=[subscription_store, *getter_stores(right_store)],
     )  # fmt: skip
     foreign = nodes["foreign"]
     topology.add_processor(
@@ -102,7 +104,10 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     topology.add_source(response_source, response_topic, key_serde=left.key_serde, value_serde=response_serde)
     resolve = nodes["resolve"]
     topology.add_processor(
-        resolve, lambda: ResponseJoin(left_store, joiner, left_join, hasher), response_source, stores=[left_store]
+        resolve,
+        lambda: ResponseJoin(left_store, joiner, left_join, hasher),
+        response_source,
+        stores=getter_stores(left_store),
     )
     # the result table (Kafka's KTableSource with the join's Materialized): a named store at once, cached; a
     # generated one only when a later operation needs it

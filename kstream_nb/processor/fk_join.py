@@ -29,6 +29,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.table_joins import TableGetter, connect
 from kstream_nb.processor.table_ops import is_latest
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
@@ -397,7 +398,7 @@ class ResponseJoin(Processor):
 
     context: NodeContext
 
-    def __init__(self, left_store: str, joiner: Callable[[Any, Any], Any], left_join: bool,
+    def __init__(self, left_store: TableGetter, joiner: Callable[[Any, Any], Any], left_join: bool,
                  hasher: ValueHasher) -> None:  # fmt: skip
         self.left_store = left_store
         self.joiner = joiner
@@ -406,7 +407,7 @@ class ResponseJoin(Processor):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.left = context.get_state_store(self.left_store)
+        self.left = connect(context, self.left_store)
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -436,14 +437,14 @@ class SubscriptionReceive(Processor):
 
     context: NodeContext
 
-    def __init__(self, subscription_store: str, right_store: str) -> None:
+    def __init__(self, subscription_store: str, right_store: TableGetter) -> None:
         self.subscription_store = subscription_store
         self.right_store = right_store
 
     def init(self, context: Any) -> None:
         super().init(context)
         self.subscriptions = context.get_state_store(self.subscription_store)
-        self.right = context.get_state_store(self.right_store)
+        self.right = connect(context, self.right_store)
 
     def process(self, record: Record) -> None:
         fk = record.key
