@@ -247,7 +247,8 @@ class KTable:
         return getter
 
     def _computed_getter(self) -> Any:
-        """The getter of an unmaterialized join, or of a filter/map_values chain over one; else None."""
+        """The getter of an unmaterialized join, or of a filter/map_values chain over one or over a suppressed
+        table; else None."""
         from kstream_nb.processor.table_joins import RowGetter
 
         if self.store_name is not None:
@@ -257,6 +258,9 @@ class KTable:
         if self._row is None or self._parent is None or self._own_store:
             return None
         parent = self._parent._computed_getter()
+        if parent is None and self._parent._suppressed_view is not None:
+            # a suppressed table answers lookups from its view (Kafka's suppress value getter), not its output
+            parent = self._parent.materialized_store(False)
         return None if parent is None else RowGetter(self._row, parent)
 
     def _materialize_upstream_source(self) -> None:
