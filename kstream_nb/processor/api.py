@@ -163,6 +163,59 @@ class ProcessorContext(ABC):
     def current_system_time_ms(self) -> int: ...
 
 
+class DelegatingContext(ProcessorContext):
+    """A node's context seen through a wrapper that changes ``forward`` only (process_values,
+    transform_values): everything else is the wrapped context's."""
+
+    def __init__(self, inner: ProcessorContext) -> None:
+        self._inner = inner
+
+    @property
+    def application_id(self) -> str:
+        return self._inner.application_id
+
+    @property
+    def task_id(self) -> str:
+        return self._inner.task_id
+
+    @property
+    def topic(self) -> str | None:
+        return self._inner.topic
+
+    @property
+    def partition(self) -> int:
+        return self._inner.partition
+
+    @property
+    def offset(self) -> int:
+        return self._inner.offset
+
+    @property
+    def timestamp(self) -> int:
+        return self._inner.timestamp
+
+    @property
+    def headers(self) -> Headers:
+        return self._inner.headers
+
+    def schedule(
+        self, interval: Any, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
+    ) -> Cancellable:
+        return self._inner.schedule(interval, punctuation_type, punctuator)
+
+    def get_state_store(self, name: str) -> StateStore:
+        return self._inner.get_state_store(name)
+
+    def commit(self) -> None:
+        self._inner.commit()
+
+    def current_stream_time_ms(self) -> int:
+        return self._inner.current_stream_time_ms()
+
+    def current_system_time_ms(self) -> int:
+        return self._inner.current_system_time_ms()
+
+
 class Processor(ABC):
     """A node of a topology: ``init`` once per task, ``process`` per record, ``close`` at the end."""
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.records import Headers
-from kstream_nb.processor.api import Cancellable, Processor, ProcessorContext, PunctuationType, Record
+from kstream_nb.processor.api import DelegatingContext, Processor, ProcessorContext, Record
 
 if TYPE_CHECKING:
-    from kstream_nb.state.store import StateStore
+    pass
 
 _RUNTIME = object()
 
@@ -86,11 +86,11 @@ class FixedKeyRecord:
         return f"FixedKeyRecord(key={self._key!r}, value={self._value!r}, timestamp={self._timestamp}{headers})"
 
 
-class FixedKeyProcessorContext(ProcessorContext):
+class FixedKeyProcessorContext(DelegatingContext):
     """A processor context whose ``forward`` takes ``FixedKeyRecord`` objects only (the rest is the node's)."""
 
     def __init__(self, inner: ProcessorContext, processor_name: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._name = processor_name
 
     def forward(self, record: Any, child_name: str | None = None) -> None:
@@ -101,51 +101,6 @@ class FixedKeyProcessorContext(ProcessorContext):
                 "FixedKeyRecords (record.with_value(...)) and cannot change keys; use process() to change keys"
             )
         self._inner.forward(Record(record.key, record.value, record.timestamp, record.headers), child_name)
-
-    @property
-    def application_id(self) -> str:
-        return self._inner.application_id
-
-    @property
-    def task_id(self) -> str:
-        return self._inner.task_id
-
-    @property
-    def topic(self) -> str | None:
-        return self._inner.topic
-
-    @property
-    def partition(self) -> int:
-        return self._inner.partition
-
-    @property
-    def offset(self) -> int:
-        return self._inner.offset
-
-    @property
-    def timestamp(self) -> int:
-        return self._inner.timestamp
-
-    @property
-    def headers(self) -> Headers:
-        return self._inner.headers
-
-    def schedule(
-        self, interval: Any, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
-    ) -> Cancellable:
-        return self._inner.schedule(interval, punctuation_type, punctuator)
-
-    def get_state_store(self, name: str) -> StateStore:
-        return self._inner.get_state_store(name)
-
-    def commit(self) -> None:
-        self._inner.commit()
-
-    def current_stream_time_ms(self) -> int:
-        return self._inner.current_stream_time_ms()
-
-    def current_system_time_ms(self) -> int:
-        return self._inner.current_system_time_ms()
 
 
 class FixedKeyProcessor(ABC):

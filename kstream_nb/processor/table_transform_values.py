@@ -18,9 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.cluster.records import Headers
 from kstream_nb.errors import StreamsError
-from kstream_nb.processor.api import Cancellable, Change, Processor, ProcessorContext, PunctuationType, Record
+from kstream_nb.processor.api import Change, DelegatingContext, Processor, ProcessorContext, Record
 from kstream_nb.processor.table_ops import (
     KTableFilter,
     KTableMapValues,
@@ -31,7 +30,7 @@ from kstream_nb.processor.table_ops import (
 from kstream_nb.state.timestamped import ValueAndTimestamp
 
 if TYPE_CHECKING:
-    from kstream_nb.state.store import StateStore
+    pass
 
 
 class ValueTransformerWithKey(ABC):
@@ -54,62 +53,14 @@ class ValueTransformerWithKey(ABC):
 ValueTransformerWithKeySupplier = Callable[[], Any]
 
 
-class ForwardingDisabledProcessorContext(ProcessorContext):
+class ForwardingDisabledProcessorContext(DelegatingContext):
     """The node's context without ``forward``: a value transformer returns its result instead."""
-
-    def __init__(self, inner: ProcessorContext) -> None:
-        self._inner = inner
 
     def forward(self, record: Record, child_name: str | None = None) -> None:
         raise StreamsError(
             "forward() is not supported from a value transformer's context (transform_values): the framework "
             "must keep the key, so return the new value from transform() instead"
         )
-
-    @property
-    def application_id(self) -> str:
-        return self._inner.application_id
-
-    @property
-    def task_id(self) -> str:
-        return self._inner.task_id
-
-    @property
-    def topic(self) -> str | None:
-        return self._inner.topic
-
-    @property
-    def partition(self) -> int:
-        return self._inner.partition
-
-    @property
-    def offset(self) -> int:
-        return self._inner.offset
-
-    @property
-    def timestamp(self) -> int:
-        return self._inner.timestamp
-
-    @property
-    def headers(self) -> Headers:
-        return self._inner.headers
-
-    def schedule(
-        self, interval: Any, punctuation_type: PunctuationType, punctuator: Callable[[int], None]
-    ) -> Cancellable:
-        return self._inner.schedule(interval, punctuation_type, punctuator)
-
-    def get_state_store(self, name: str) -> StateStore:
-        return self._inner.get_state_store(name)
-
-    def commit(self) -> None:
-        self._inner.commit()
-
-    def current_stream_time_ms(self) -> int:
-        return self._inner.current_stream_time_ms()
-
-    def current_system_time_ms(self) -> int:
-        return self._inner.current_system_time_ms()
 
 
 #: table processors that pass a change's old value on to their children (whether it is needed is theirs)
