@@ -111,9 +111,7 @@ class CogroupedKStream:
                             f"cogroup: repartition topic {base + '-repartition'!r} already exists; when more than "
                             "one cogrouped stream changed its key, name them: group_by_key(name=...)"
                         )
-                    stream = stream._through_internal(
-                        base, None, None, grouped.key_serde, grouped.value_serde, filter_null_keys=True
-                    )
+                    stream = stream._through_internal(base, None, None, grouped.key_serde, grouped.value_serde)
                 parent = self._parents[ident] = stream.node
             parents.append(parent)
         return parents

@@ -59,9 +59,7 @@ class KGroupedStream:
         stream = self._stream
         if not stream.repartition_required:
             return stream
-        return stream._through_internal(
-            self.name or store_name, None, None, self.key_serde, self.value_serde, filter_null_keys=True
-        )
+        return stream._through_internal(self.name or store_name, None, None, self.key_serde, self.value_serde)
 
     def windowed_by(self, windows: Any) -> WindowedKStream:
         """Aggregate per key and window: ``TimeWindows``, ``SlidingWindows`` or ``SessionWindows``."""

@@ -214,9 +214,7 @@ class KStream:
         if number_of_partitions is not None and number_of_partitions < 1:
             raise ValueError(f"number_of_partitions must be >= 1, got {number_of_partitions}")
         base = name or self._builder.new_name("KSTREAM-REPARTITION")
-        return self._through_internal(
-            base, number_of_partitions, partitioner, key_serde, value_serde, filter_null_keys=False
-        )
+        return self._through_internal(base, number_of_partitions, partitioner, key_serde, value_serde)
 
     def _through_internal(
         self,
@@ -225,7 +223,6 @@ class KStream:
         partitioner: StreamPartitioner | None,
         key_serde: Any,
         value_serde: Any,
-        filter_null_keys: bool = True,
     ) -> KStream:
         topic = f"{base}-repartition"
         if topic in self._builder.topology.repartition_topics:
@@ -235,7 +232,7 @@ class KStream:
         value_serde = value_serde if value_serde is not None else self.value_serde
         sink, filter_name, source = self._builder.repartition_node_names(base)
         # every repartition drops null keys (silently) unless a join accepting them is downstream (KIP-962;
-        # kstream_nb.dsl.repartition): ``filter_null_keys`` is kept for callers and no longer decides
+        # kstream_nb.dsl.repartition)
         stream = self._then(filter_name, RepartitionNullKeyFilter(), name=filter_name)
         self._builder.topology.add_sink(
             sink,
@@ -266,7 +263,7 @@ class KStream:
         if base in made:
             self._builder.repartition_node_names(base)
         else:
-            made[base] = self._through_internal(base, None, None, None, None, filter_null_keys=True)
+            made[base] = self._through_internal(base, None, None, None, None)
         return made[base]
 
     # ---- stateful ------------------------------------------------------------------------------
