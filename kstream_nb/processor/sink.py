@@ -60,14 +60,7 @@ class SinkProcessor(Processor):
             if self._task.production_failed(topic, e):
                 return
             raise
-        partition = None
-        if self.partitioner is not None:
-            count = self._task.partition_count(topic)
-            partition = self.partitioner(record.key, record.value, count)
-            if partition is not None and not 0 <= partition < count:
-                raise ValueError(
-                    f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions"
-                )
+        partition = chosen_partition(self.partitioner, self._task, topic, record)
         self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
 
     def fuse(self, downstream: Entry, fail: Fail) -> Entry:
@@ -163,3 +156,14 @@ class SinkProcessor(Processor):
                 int(p),
             )
         return None
+
+
+def chosen_partition(partitioner: Any, task: Any, topic: str, record: Record) -> int | None:
+    """The partition a sink's ``partitioner`` picks for ``record`` (None: the producer's own choice)."""
+    if partitioner is None:
+        return None
+    count = task.partition_count(topic)
+    partition = partitioner(record.key, record.value, count)
+    if partition is not None and not 0 <= partition < count:
+        raise ValueError(f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions")
+    return partition

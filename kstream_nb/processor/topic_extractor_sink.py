@@ -21,7 +21,7 @@ from kstream_nb.errors import SerializationError, UnknownTopicError
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import NodeContext
-from kstream_nb.processor.sink import StreamPartitioner
+from kstream_nb.processor.sink import StreamPartitioner, chosen_partition
 
 
 class RecordContext(NamedTuple):
@@ -119,14 +119,7 @@ class TopicExtractorSink(Processor):
             if self._task.production_failed(topic, e):
                 return
             raise
-        partition = None
-        if self.partitioner is not None:
-            count = self._task.partition_count(topic)
-            partition = self.partitioner(record.key, record.value, count)
-            if partition is not None and not 0 <= partition < count:
-                raise ValueError(
-                    f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions"
-                )
+        partition = chosen_partition(self.partitioner, self._task, topic, record)
         self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
 
     def process_batch(self, batch: RecordBatch) -> None:
