@@ -252,6 +252,14 @@ class Consumer(ABC):
         """Synchronously commits, for each partition, the offset of the next record to read, with its
         ``metadata`` string when given (Kafka's offset commit metadata)."""
 
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
+        """Commits without waiting for the broker's answer; a failure shows in a later ``poll``. Called even
+        with nothing new, so that offsets a broker away did not take are sent again. Synchronous here: a
+        cluster whose commits cannot wait on a broker has nothing to defer."""
+        self.commit(offsets, metadata)
+
     @abstractmethod
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]: ...
 
@@ -274,8 +282,9 @@ class Consumer(ABC):
         """Asks the group to rebalance (e.g. after the subscription userdata changed)."""
 
     @abstractmethod
-    def close(self) -> None:
-        """Leaves the group (its partitions are reassigned to the remaining members)."""
+    def close(self, timeout: float | None = None) -> None:
+        """Leaves the group (its partitions are reassigned to the remaining members), waiting at most
+        ``timeout`` s (None: as long as it takes) for commits still in flight."""
 
 
 class Cluster(ABC):

@@ -163,6 +163,7 @@ class KafkaConsumer(Consumer):
         )
         # librdkafka reports "broker away" (all brokers down, transport failure) here, not through consume()
         conf.setdefault("error_cb", self._on_client_error)
+        conf["on_commit"] = self._on_commit
         self.config = conf
         self._consumer = CKConsumer(conf)
         self._closed = False
@@ -180,9 +181,12 @@ class KafkaConsumer(Consumer):
         self._pending_seeks: dict[TopicPartition, int] = {}
         self._rebalances = 0
         self._lost = False
-        #: how long a synchronous ``commit`` waits for the group coordinator
-        self.commit_timeout_s = 5.0
-        self._commit_call: _CommitCall | None = None
+        #: per partition, the newest offset sent by ``commit_async`` (its client TopicPartition)
+        self._sent: dict[TopicPartition, Any] = {}
+        #: sent offsets the broker did not take while away, and nothing newer sent since: sent again
+        self._resend: dict[TopicPartition, Any] = {}
+        self._commits_in_flight = 0
+        self._commit_error: str | None = None
 
     def __repr__(self) -> str:
         return f"KafkaConsumer({self.cluster.bootstrap_servers!r}, group={self.group_id!r})"
@@ -265,6 +269,7 @@ class KafkaConsumer(Consumer):
             self._idle = set()
             self._positions = {}
             self._paused = set()
+            self._resend = {}  # offsets of the member's previous generation are no longer its to commit
 
     def _on_lost(self, consumer: Any, partitions: list[CKTopicPartition]) -> None:
         # the member was thrown out of the group (session timeout): others own the partitions now, so
@@ -350,6 +355,8 @@ class KafkaConsumer(Consumer):
                 messages = more if self._rebalances != before else messages + more
         if self._auth_error is not None:
             raise authentication_error(self.cluster.bootstrap_servers, self._auth_error)
+        if self._commit_error is not None:
+            raise StreamsError(f"{self}: {self._commit_error}")
         return self._batches(messages)
 
     def _batches(self, messages: list[Any]) -> list[FetchedBatch]:
@@ -504,17 +511,9 @@ class KafkaConsumer(Consumer):
 
     # ---- offsets -------------------------------------------------------------------------------
 
-    def commit(
-        self,
-        offsets: Mapping[TopicPartition, int],
-        metadata: Mapping[TopicPartition, str] | None = None,
-        asynchronous: bool = False,
-    ) -> None:
-        """Commits, for each partition, the offset of the next record to read (synchronously by default).
-
-        When the group has moved the partitions to another member meanwhile, nothing is committed and a
-        warning is logged: the new owner resumes from the previous commit (at-least-once).
-        """
+    def _checked(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None
+    ) -> list[Any]:
         self._check_open()
         self._require_group()
         checked = []
@@ -523,62 +522,90 @@ class KafkaConsumer(Consumer):
             if not isinstance(offset, int) or offset < 0:
                 raise StreamsError(f"cannot commit offset {offset!r} for partition {tp}")
             checked.append(with_metadata(tp, offset, metadata))
+        return checked
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
+        """Commits, for each partition, the offset of the next record to read, and waits for the broker.
+
+        When the group has moved the partitions to another member meanwhile, nothing is committed and a
+        warning is logged: the new owner resumes from the previous commit (at-least-once).
+        """
+        checked = self._checked(offsets, metadata)
         if not checked:
             return
         if self._lost:
             log.warning("%s lost its partitions: offsets %s not committed", self, offsets)
             return
         try:
-            if asynchronous:
-                self._consumer.commit(offsets=checked, asynchronous=True)
-                return
-            result = self._commit_within(checked, offsets)
+            result = self._consumer.commit(offsets=checked, asynchronous=False)
         except KafkaException as e:
-            code = e.args[0].code() if e.args and isinstance(e.args[0], KafkaError) else None
-            if code in REBALANCE_ERRORS:
-                log.warning("%s: commit of %s skipped, the group is rebalancing: %s", self, offsets, e)
-                return
-            if code in BROKER_UNAVAILABLE_ERRORS:
-                raise BrokerUnavailableError(f"cannot commit offsets {dict(offsets)} now: {e}") from e
-            raise StreamsError(f"cannot commit offsets {dict(offsets)}: {e}") from e
+            self._raise_commit_error(e.args[0] if e.args else None, f"offsets {dict(offsets)}", str(e))
+            return
         for tp_result in result:
-            err = tp_result.error
-            if err is not None:
-                if err.code() in REBALANCE_ERRORS:
-                    log.warning(
-                        "%s: commit for %s-%s skipped: %s", self, tp_result.topic, tp_result.partition, err
-                    )
-                    continue
-                if err.code() in BROKER_UNAVAILABLE_ERRORS:
-                    raise BrokerUnavailableError(
-                        f"cannot commit offset for {tp_result.topic}-{tp_result.partition} now: {err.str()}"
-                    )
-                raise StreamsError(
-                    f"cannot commit offset for {tp_result.topic}-{tp_result.partition}: {err.str()}"
-                )
+            if tp_result.error is not None:
+                where = f"offset {tp_result.offset} of {tp_result.topic}-{tp_result.partition}"
+                self._raise_commit_error(tp_result.error, where, tp_result.error.str())
 
-    def _commit_within(self, checked: list[Any], offsets: Mapping[TopicPartition, int]) -> Any:
-        """librdkafka's synchronous commit, bounded by ``commit_timeout_s``: with the group coordinator gone
-        the call waits for it, holding the stream thread. It runs on a helper thread instead; one still
-        waiting raises ``BrokerUnavailableError`` (the call goes on; the next commit carries newer offsets)."""
-        earlier = self._commit_call
-        if earlier is not None and earlier.is_alive():
-            earlier.join(self.commit_timeout_s)
-            if earlier.is_alive():
-                raise BrokerUnavailableError(f"cannot commit offsets {dict(offsets)} now: an earlier commit waits")
-        call = _CommitCall(self._consumer, checked, f"{self}-commit")
-        self._commit_call = call
-        call.start()
-        call.join(self.commit_timeout_s)
-        if call.is_alive():
-            raise BrokerUnavailableError(
-                f"cannot commit offsets {dict(offsets)} now: no answer within {self.commit_timeout_s}s "
-                "(the group coordinator is unreachable)"
-            )
-        self._commit_call = None
-        if call.error is not None:
-            raise call.error
-        return call.result
+    def _raise_commit_error(self, err: object, what: str, detail: str) -> None:
+        code = err.code() if isinstance(err, KafkaError) else None
+        if code in REBALANCE_ERRORS:
+            log.warning("%s: commit of %s skipped, the group is rebalancing: %s", self, what, detail)
+            return
+        if code in BROKER_UNAVAILABLE_ERRORS:
+            raise BrokerUnavailableError(f"cannot commit {what} now: {detail}")
+        raise StreamsError(f"cannot commit {what}: {detail}")
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
+        """Sends the commit and returns: librdkafka lets one thread at a time into a consumer, so a commit
+        waiting for an absent coordinator would hold the stream thread's next poll and its close. The answer
+        comes back through a later ``poll``: "broker away" is reported by ``take_broker_error`` and the
+        offsets are sent again with the next commit (unless newer ones were sent); another error is raised.
+        A rebalance or ``close`` waits for the commits in flight before the partitions move on."""
+        checked = self._checked(offsets, metadata)
+        if self._lost:
+            if checked:
+                log.warning("%s lost its partitions: offsets %s not committed", self, offsets)
+            return
+        for tp in list(self._resend):
+            if tp in offsets or tp not in self._assigned:
+                del self._resend[tp]
+        batch = checked + list(self._resend.values())
+        self._resend.clear()
+        if not batch:
+            return
+        for p in batch:
+            self._sent[TopicPartition(p.topic, p.partition)] = p
+        self._commits_in_flight += 1
+        try:
+            self._consumer.commit(offsets=batch, asynchronous=True)
+        except KafkaException as e:
+            self._commits_in_flight -= 1
+            self._raise_commit_error(e.args[0] if e.args else None, f"offsets {dict(offsets)}", str(e))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[CKTopicPartition]) -> None:
+        """The answer to a ``commit_async`` (run inside poll or close)."""
+        self._commits_in_flight = max(0, self._commits_in_flight - 1)
+        for p in partitions:
+            error = p.error or err
+            if error is None:
+                continue
+            tp = TopicPartition(p.topic, p.partition)
+            code = error.code()
+            if code in REBALANCE_ERRORS:
+                log.warning("%s: commit of offset %s for %s skipped: %s", self, p.offset, tp, error.str())
+            elif code in BROKER_UNAVAILABLE_ERRORS:
+                self._broker_error = f"cannot commit offset {p.offset} for {tp} now: {error.str()}"
+                sent = self._sent.get(tp)
+                if sent is not None and sent.offset == p.offset and tp in self._assigned:
+                    self._resend[tp] = sent
+                    log.info("%s: offset %s for %s not committed (%s): sent again with the next commit",
+                             self, p.offset, tp, error.str())  # fmt: skip
+            elif self._commit_error is None:
+                self._commit_error = f"cannot commit offset {p.offset} for {tp}: {error.str()}"
 
     def _committed(self, tps: list[TopicPartition]) -> list[Any]:
         if not tps:
@@ -618,40 +645,37 @@ class KafkaConsumer(Consumer):
         self._require_group()
         return self._consumer.consumer_group_metadata()
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Leaves the group once the commits in flight are answered; with ``timeout``, a close still waiting
+        for them after that long (the coordinator is away) goes on in the background, where librdkafka
+        gives up on those commits within a session timeout."""
         if self._closed:
             return
         try:
-            self._consumer.close()  # leaves the group: the revoke callback (which may commit) runs here
+            if timeout is None or self._commits_in_flight == 0:
+                self._consumer.close()  # leaves the group: the revoke callback (which may commit) runs here
+                return
+            self._listener = None  # the owner has moved on: the revocation in the background is not its
+            closing = threading.Thread(target=self._consumer.close, name=f"{self}-close", daemon=True)
+            closing.start()
+            closing.join(timeout)
         finally:
             self._closed = True
             self._assigned = set()
             self._positions = {}
+        if closing.is_alive():
+            log.warning(
+                "%s: %d offset commit(s) still wait for the group coordinator; the consumer closes in the "
+                "background (what they did not commit is processed again at the next start)",
+                self,
+                self._commits_in_flight,
+            )
 
     def __enter__(self) -> KafkaConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _CommitCall(threading.Thread):
-    """One synchronous offset commit on a helper thread (see ``KafkaConsumer._commit_within``)."""
-
-    def __init__(self, consumer: CKConsumer, offsets: list[Any], name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self._consumer = consumer
-        self._offsets = offsets
-        self.result: Any = None
-        self.error: KafkaException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = self._consumer.commit(offsets=self._offsets, asynchronous=False)
-        except KafkaException as e:
-            self.error = e
-        except RuntimeError as e:  # the consumer was closed meanwhile
-            self.error = KafkaException(KafkaError(KafkaError._DESTROY, str(e)))
 
 
 def with_metadata(tp: TopicPartition, offset: int, metadata: Mapping[TopicPartition, str] | None) -> Any:

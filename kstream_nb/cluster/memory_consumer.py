@@ -344,7 +344,7 @@ class MemoryConsumer(Consumer):
             self.cluster.group(self._require_group()).trigger()
             self.cluster.cond.notify_all()
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
         if self._closed:
             return
         member = self._member

@@ -592,8 +592,9 @@ class StreamThread(threading.Thread):
                 self.collector.flush()
                 self.producer.flush(self._COMMIT_TIMEOUT_S)
                 self._publish()
+                # not waited for: a commit the broker does not take shows in a later poll, and is sent again
+                self.consumer.commit_async(offsets, metadata)
                 if offsets:
-                    self.consumer.commit(offsets, metadata)
                     self.commit_total += 1
             except BrokerUnavailableError as e:
                 # nothing is lost: the records stay queued in the producer and the offsets are committed
@@ -601,7 +602,7 @@ class StreamThread(threading.Thread):
                 self._broker_lost(e)
                 self._last_commit = time.monotonic()
                 return
-        if offsets:  # the broker took them (a commit of nothing asked it nothing: _watch_broker tells)
+        if offsets and self._transactions:  # the broker took them (else _watch_broker tells when it is back)
             self._broker_back()
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
@@ -777,8 +778,13 @@ class StreamThread(threading.Thread):
                     self.group_members.leave(self._client_id)
                 except Exception as e:
                     log.warning("%s could not leave the group-members board: %s", self.name, e)
-            closers = (self.consumer.close, self.restore_consumer.close, self.standby_consumer.close)
-            for closer in (*closers, lambda: self.producer.close(wait_s)):
+            closers = (
+                lambda: self.consumer.close(wait_s),  # (commits in flight: answered, or left behind when away)
+                self.restore_consumer.close,
+                self.standby_consumer.close,
+                lambda: self.producer.close(wait_s),
+            )
+            for closer in closers:
                 try:
                     closer()
                 except StreamsError as e:  # says what failed (e.g. records not delivered with the broker away)

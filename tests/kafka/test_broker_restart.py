@@ -8,6 +8,7 @@ and transactions survive a SIGKILL), restarted on the same port.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -301,3 +302,56 @@ def test_send_offsets_to_transaction_answers_within_its_timeout_with_the_broker_
         consumer.close()
         with contextlib.suppress(StreamsError):
             producer.close(2.0)
+
+
+def _commit_with_the_broker_gone(durable_kafka: DurableKafka, group: str) -> tuple[Any, TopicPartition]:
+    """A consumer of ``group`` that read ``src`` (assigned, so no session timeout takes the partition away
+    while the broker is gone), and a commit of offset 7 sent just after the broker was killed."""
+    ks.produce("src", list(range(10)), bootstrap_servers=durable_kafka.bootstrap)
+    consumer = get_kafka_cluster(durable_kafka.bootstrap, FAST_CLIENT_CONFIG).consumer(group, {})
+    tp = TopicPartition("src", 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)  # (not from the group's committed offset: a new broker's coordinator is still loading)
+    wait_for(lambda: consumer.poll(0.2, 10), timeout=30, what="the consumer's first records")
+    durable_kafka.kill(signal.SIGKILL)
+    consumer.commit_async({tp: 7})
+    return consumer, tp
+
+
+def test_offsets_a_broker_outage_did_not_take_are_committed_once_it_is_back(
+    durable_kafka: DurableKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    """commit_async does not wait for the broker (polls go on meanwhile); the commit it could not make is
+    sent again with the next one, though nothing new was read since."""
+    consumer, tp = _commit_with_the_broker_gone(durable_kafka, "resend-group")
+    try:
+        with caplog.at_level(logging.INFO, logger="kstream_nb.kafka"):
+            wait_for(
+                lambda: consumer.poll(0.1) == [] and "sent again with the next commit" in caplog.text,
+                timeout=90,
+                what="the broker's answer to the commit",
+            )
+        durable_kafka.start()
+
+        def committed_once_back() -> bool:
+            consumer.commit_async({})  # nothing new: what the outage left is sent again (until it is taken)
+            consumer.poll(0.2)
+            with contextlib.suppress(StreamsError):  # the coordinator may still be loading
+                return consumer.committed([tp]) == {tp: 7}
+            return False
+
+        wait_for(committed_once_back, timeout=60, what="offset 7 committed")
+    finally:
+        consumer.close()
+
+
+def test_close_with_a_commit_waiting_for_the_broker_ends_within_its_timeout(durable_kafka: DurableKafka) -> None:
+    """close(timeout) with a commit the absent coordinator has not answered returns after the timeout; the
+    close goes on in the background and ends once librdkafka gives up on the commit (a session timeout)."""
+    consumer, _ = _commit_with_the_broker_gone(durable_kafka, "close-group")
+    closing = threading.Thread(target=consumer.close, args=(1.0,), daemon=True)
+    closing.start()
+    closing.join(20)
+    assert not closing.is_alive(), "close(timeout=1.0) waited for the commit"
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name.endswith("-close")], timeout=90,
+             what="the background close to end")  # fmt: skip
