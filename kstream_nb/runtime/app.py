@@ -28,6 +28,7 @@ from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
+from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.query import (
@@ -192,10 +193,10 @@ class KafkaStreams:
         with self._lock:
             if self._state not in (State.REBALANCING, State.RUNNING) or thread not in self._threads:
                 return
-            alive = [t for t in self._threads if t.state != "DEAD"]
-            if alive and all(t.state == "RUNNING" for t in alive):
+            alive = [t for t in self._threads if t.state != ThreadState.DEAD]
+            if alive and all(t.state == ThreadState.RUNNING for t in alive):
                 self._transition(State.RUNNING)
-            elif any(t.state in ("STARTING", "PARTITIONS_REVOKED", "PARTITIONS_ASSIGNED") for t in alive):
+            elif any(ThreadState(t.state).rebalancing for t in alive):
                 self._transition(State.REBALANCING)
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -488,7 +489,7 @@ class KafkaStreams:
         def settled() -> dict[str, set[str]] | None:
             with self._lock:
                 threads = list(self._threads)
-                if self._state != State.RUNNING or any(t.state != "RUNNING" for t in threads):
+                if self._state != State.RUNNING or any(t.state != ThreadState.RUNNING for t in threads):
                     return None
                 return {t.name: set(t.tasks) for t in threads}
 
@@ -655,3 +656,10 @@ class KafkaStreams:
 
     def __repr__(self) -> str:
         return f"KafkaStreams({self.application_id!r}, state={self._state.value}, threads={len(self._threads)})"
+
+    def dashboard(self, **options: Any) -> Any:
+        """The live dashboard of this app (metrics, window chart, output table, topology, task assignment):
+        ``kstream_nb.jupyter.widgets.Dashboard``; imports the notebook layer (ipywidgets) only when called."""
+        from kstream_nb.jupyter.widgets import dashboard
+
+        return dashboard(self, **options)

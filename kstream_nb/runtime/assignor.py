@@ -21,6 +21,7 @@ from typing import Any
 from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import TopologyError
+from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import changelog_topic_config
 from kstream_nb.topology.topology import Topology
 
@@ -35,10 +36,6 @@ class TaskInfo:
     subtopology: int
     partition: int
     partitions: tuple[TopicPartition, ...]
-
-
-def task_id_of(subtopology: int, partition: int) -> str:
-    return f"{subtopology}_{partition}"
 
 
 class StreamsPartitionAssignor:
@@ -137,7 +134,7 @@ class StreamsPartitionAssignor:
                 continue
             for p in range(max(counts[t] for t in topics)):
                 tps = tuple(TopicPartition(t, p) for t in topics if counts[t] > p)
-                tasks.append(TaskInfo(task_id_of(sub.id, p), sub.id, p, tps))
+                tasks.append(TaskInfo(str(TaskId(sub.id, p)), sub.id, p, tps))
         return tasks
 
     def ensure_internal_topics(self, counts: Mapping[str, int]) -> None:

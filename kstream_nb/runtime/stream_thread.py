@@ -17,12 +17,15 @@ from kstream_nb.cluster.base import Admin, Cluster
 from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
 from kstream_nb.errors import BrokerUnavailableError, StreamsError, TransactionError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.broker_health import BrokerHealth
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.restore import restore_task
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask
+from kstream_nb.runtime.task_id import TaskId
+from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
 
 if TYPE_CHECKING:
@@ -202,17 +205,14 @@ class StreamThread(threading.Thread):
         self.tasks: dict[str, StreamTask] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._shutdown = threading.Event()
-        self.state = "CREATED"
+        self.state = ThreadState.CREATED
         self.error: BaseException | None = None
-        #: since when (monotonic s) the broker has not answered, None while it answers; the thread keeps its
-        #: tasks and state meanwhile, stops processing and retries (librdkafka reconnects by itself)
-        self.broker_unreachable_since: float | None = None
+        self.broker = BrokerHealth(name, cluster, self.consumer)
         #: exactly-once: commit_transaction failed after the offsets and records were sent (retry just it)
         self._committing = False
         #: exactly-once: the open transaction must be aborted and the tasks rebuilt
         self._transaction_corrupted = False
         self._closing = False
-        self._broker_checked = 0.0
         self.missing_topics: list[str] = []
         self.pending_tasks: list[str] = []
         self._pending_since = 0.0
@@ -235,13 +235,20 @@ class StreamThread(threading.Thread):
 
     # ---- state ---------------------------------------------------------------------------------
 
-    def _set_state(self, state: str) -> None:
-        self.state = state
-        self._on_state(self)
+    def _set_state(self, state: ThreadState) -> None:
+        """Moves to ``state`` (if legal, see ``ThreadState.check``) and tells the app."""
+        if ThreadState(self.state).check(state):
+            self.state = state
+            self._on_state(self)
 
     def shutdown(self) -> None:
         """Asks the thread to finish its loop, commit and leave the group."""
         self._shutdown.set()
+
+    @property
+    def broker_unreachable_since(self) -> float | None:
+        """Since when (monotonic s) the broker has not answered, None while it answers."""
+        return self.broker.unreachable_since
 
     @property
     def processed_total(self) -> int:
@@ -259,7 +266,7 @@ class StreamThread(threading.Thread):
         }
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        self._set_state("PARTITIONS_REVOKED")
+        self._set_state(ThreadState.PARTITIONS_REVOKED)
         if self.error is not None:
             self._close_tasks(clean=False)
             return
@@ -283,7 +290,7 @@ class StreamThread(threading.Thread):
         self._by_partition = {}
 
     def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None:
-        self._set_state("PARTITIONS_ASSIGNED")
+        self._set_state(ThreadState.PARTITIONS_ASSIGNED)
         userdata = userdata or {}
         self.missing_topics = list(userdata.get("missing_topics", []))
         #: tasks whose (new) internal topics the group has not assigned yet: they come at the next rebalance
@@ -310,7 +317,7 @@ class StreamThread(threading.Thread):
         self._assigned_ms = wall_clock_ms()
         if self.group_members is not None:
             self._publish_member()
-        self._set_state("RUNNING")
+        self._set_state(ThreadState.RUNNING)
 
     # ---- standby tasks: warm copies of other instances' stores ----------------------------------
 
@@ -320,7 +327,7 @@ class StreamThread(threading.Thread):
         for tid in [t for t in self.standbys if t not in wanted]:
             self.standbys.pop(tid).close()
         for tid in wanted - set(self.standbys) - active:
-            sub_id, partition = (int(x) for x in tid.split("_"))
+            sub_id, partition = TaskId.parse(tid)
             self.standbys[tid] = StandbyTask(
                 StreamTask(tid, subs[sub_id], partition, self.topology, self.config, self.collector, wall_clock_ms)
             )
@@ -402,7 +409,7 @@ class StreamThread(threading.Thread):
 
     def _create_task(self, task_id: str, tps: Any, warm: StandbyTask | None = None) -> StreamTask:
         """A new active task with its stores restored (from a warm standby's position when there is one)."""
-        sub_id, partition = (int(x) for x in task_id.split("_"))
+        sub_id, partition = TaskId.parse(task_id)
         task = StreamTask(
             task_id,
             next(s for s in self.topology.subtopologies() if s.id == sub_id),
@@ -476,7 +483,7 @@ class StreamThread(threading.Thread):
 
     def _run(self) -> None:
         try:
-            self._set_state("STARTING")
+            self._set_state(ThreadState.STARTING)
             while self._global_ready is not None and not self._global_ready.wait(0.05):
                 if self._shutdown.is_set():
                     return
@@ -485,8 +492,8 @@ class StreamThread(threading.Thread):
                 self.producer.init_transactions()
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
-            self._set_state("PENDING_SHUTDOWN")
-            if not self._broker_away_now():  # else the next run reads again from the last commit
+            self._set_state(ThreadState.PENDING_SHUTDOWN)
+            if not self.broker.away_now():  # else the next run reads again from the last commit
                 self._commit(force=True)
         except _StopWhileBlocked as e:
             log.warning("%s; what it did not commit is processed again at the next start", e)
@@ -496,10 +503,10 @@ class StreamThread(threading.Thread):
         finally:
             self._close()
         if self.error is not None:
-            self._set_state("DEAD")
+            self._set_state(ThreadState.DEAD)
             self._on_error(self, self.error)
         else:
-            self._set_state("DEAD")
+            self._set_state(ThreadState.DEAD)
 
     def _loop(self) -> None:
         config = self.config
@@ -511,11 +518,11 @@ class StreamThread(threading.Thread):
             self.poll_total += 1
             for batch in batches:
                 self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
-            self._watch_broker()
+            self.broker.watch()
             start = time.perf_counter()
             # while the broker is away (or a transaction's commit is still to be retried), outputs cannot be
             # delivered: process again once it is back
-            waiting = self.broker_unreachable_since is not None or self._committing or self._transaction_corrupted
+            waiting = self.broker.unreachable_since is not None or self._committing or self._transaction_corrupted
             for task in list(self.tasks.values()) if not waiting else ():
                 task.process(budget)
                 task.punctuate()
@@ -583,7 +590,7 @@ class StreamThread(threading.Thread):
                     raise
                 # the broker is away (retried at the next commit, same transaction) or gave up on the
                 # transaction (aborted, and the tasks rebuilt from what was committed)
-                self._broker_lost(e)
+                self.broker.lost(e)
                 self._transaction_corrupted = e.abortable
                 self._last_commit = time.monotonic()
                 return
@@ -599,11 +606,11 @@ class StreamThread(threading.Thread):
             except BrokerUnavailableError as e:
                 # nothing is lost: the records stay queued in the producer and the offsets are committed
                 # by a later commit, once the broker answers again
-                self._broker_lost(e)
+                self.broker.lost(e)
                 self._last_commit = time.monotonic()
                 return
-        if offsets and self._transactions:  # the broker took them (else _watch_broker tells when it is back)
-            self._broker_back()
+        if offsets and self._transactions:  # the broker took them (else BrokerHealth.watch tells when it is back)
+            self.broker.back()
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
             if not self._exactly_once:
@@ -622,40 +629,11 @@ class StreamThread(threading.Thread):
         closing thread drops what is queued, and a shutdown stops the wait."""
         if waited_s < 1.0:
             return
-        self._broker_lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
+        self.broker.lost(f"the producer's queue has stayed full for {waited_s:.0f}s")
         if self._closing:  # nothing commits after this: the next start processes those records again
             self.producer.purge()
         elif self._shutdown.is_set():
             raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
-
-    def _broker_away_now(self) -> bool:
-        """Whether the broker is away at this moment (asked again: a report may be a second old)."""
-        return self.broker_unreachable_since is not None and not self.cluster.reachable(0.5)
-
-    def _broker_lost(self, error: object) -> None:
-        if self.broker_unreachable_since is None:
-            self.broker_unreachable_since = time.monotonic()
-            log.warning("%s: broker unreachable, keeping state and retrying: %s", self.name, error)
-
-    def _broker_back(self) -> None:
-        if self.broker_unreachable_since is not None:
-            log.info(
-                "%s: broker reachable again after %.1fs",
-                self.name,
-                time.monotonic() - self.broker_unreachable_since,
-            )
-            self.broker_unreachable_since = None
-
-    def _watch_broker(self) -> None:
-        """Notes the consumer's "broker away" errors; while away, asks the broker once a second."""
-        error = self.consumer.take_broker_error()
-        if error is not None:
-            self._broker_lost(error)
-        if self.broker_unreachable_since is None or time.monotonic() - self._broker_checked < 1.0:
-            return
-        self._broker_checked = time.monotonic()
-        if self.cluster.reachable(0.5):
-            self._broker_back()
 
     def _skip_transaction_markers(self) -> None:
         """Moves drained partitions' consumed positions to the consumer's: a read_committed consumer skips
@@ -726,7 +704,7 @@ class StreamThread(threading.Thread):
             elif e.fatal or not e.retriable:
                 raise
             else:
-                self._broker_lost(e)
+                self.broker.lost(e)
                 return
         log.warning("%s: the transaction was aborted; rebuilding tasks %s from their changelogs", self.name,
                     sorted(self.tasks))  # fmt: skip
@@ -746,14 +724,14 @@ class StreamThread(threading.Thread):
                 offset = committed.get(tp)
                 self.consumer.seek(tp, offset if offset is not None else begins[tp])
         self._transaction_corrupted = False
-        self._broker_back()
+        self.broker.back()
 
     def _close(self) -> None:
         self._closing = True
         # with the broker away (the last commit failed) nothing waits for it: under exactly-once the open
         # transaction is dropped as after a failure; at-least-once delivers what it can in a second, and
         # what it cannot is processed again from the committed offsets
-        away = self._transaction_corrupted or self._broker_away_now()
+        away = self._transaction_corrupted or self.broker.away_now()
         dirty = self._exactly_once and (self.error is not None or away)
         wait_s = self._CLOSE_AWAY_TIMEOUT_S if away else self._CLOSE_TIMEOUT_S
         try:
