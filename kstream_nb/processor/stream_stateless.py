@@ -271,7 +271,7 @@ class KStreamExprFilter(_Forwarding):
     """Keeps records where a column expression is true; works on whole batches."""
 
     def __init__(self, expr: Any) -> None:
-        from kstream_nb.processor import expressions
+        from kstream_nb.processor.expressions import frames as expressions
 
         self.expr = expr
         self._batch = expressions.evaluate_predicate_batch
@@ -307,7 +307,7 @@ class KStreamAssign(_Forwarding):
     """Adds or replaces fields of dict values with column expressions (pandas ``assign``)."""
 
     def __init__(self, assignments: Mapping[str, Any]) -> None:
-        from kstream_nb.processor import expressions
+        from kstream_nb.processor.expressions import frames as expressions
 
         self.assignments = dict(assignments)
         self._batch = expressions.assign_batch
@@ -330,7 +330,7 @@ class KStreamProject(_Forwarding):
     """Keeps only the named fields of dict values (pandas ``df[["a", "b"]]``)."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        from kstream_nb.processor import expressions
+        from kstream_nb.processor.expressions import frames as expressions
 
         self.names = list(names)
         self._batch = expressions.project_batch

@@ -11,22 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kstream_nb.processor.expressions import (
-    BinOp,
-    Call,
-    Expr,
-    Lit,
-    UnaryOp,
-    as_expr,
+from kstream_nb.processor.expressions.frames import (
     assign_batch,
     assign_record,
-    col,
     compile_predicate,
     evaluate_predicate_batch,
-    lit,
     project_batch,
     project_record,
 )
+from kstream_nb.processor.expressions.tree import BinOp, Call, Expr, Lit, UnaryOp, as_expr, col, lit
+from kstream_nb.spark.expressions import to_spark
 
 NAN = float("nan")
 
@@ -745,7 +739,7 @@ def test_to_spark_translates_every_node() -> None:
             )
         ),
     ]
-    texts = [e.to_spark(F).text for e in exprs]
+    texts = [to_spark(e, F).text for e in exprs]
     assert texts[0] == "(col('a') + lit(2))"
     assert "coalesce((col('a') = lit(2)), lit(False))" in texts
     assert "coalesce((col('a') != lit(2)), lit(True))" in texts

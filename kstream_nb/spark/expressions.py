@@ -1,0 +1,101 @@
+"""Column expressions as Spark columns: a visitor over the expression tree (``kstream_nb.processor.expressions``).
+
+The translation keeps the local null semantics: comparisons with null are False (``!=`` True), logical
+operators treat null as False, ``//`` floors and ``%`` takes the divisor's sign as in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kstream_nb.processor.expressions.scalar import ARITH_OPS, CMP_OPS, isnull
+from kstream_nb.processor.expressions.tree import BinOp, Call, Col, Expr, Lit, UnaryOp
+
+__all__ = ["to_spark"]
+
+
+def to_spark(expr: Expr, F: Any = None) -> Any:
+    """Translate to a ``pyspark.sql.Column``; ``F`` is the ``pyspark.sql.functions`` module (imported if
+    not given)."""
+    if F is None:
+        from pyspark.sql import functions as F
+    translate = _NODES.get(type(expr))
+    if translate is None:
+        raise NotImplementedError(f"no Spark translation of {type(expr).__name__}")
+    return translate(expr, F)
+
+
+def _truth(F: Any, c: Any) -> Any:
+    return F.coalesce(c, F.lit(False))
+
+
+def _col(expr: Col, F: Any) -> Any:
+    return F.col(expr.name)
+
+
+def _lit(expr: Lit, F: Any) -> Any:
+    return F.lit(expr.value)
+
+
+def _binop(expr: BinOp, F: Any) -> Any:
+    a, b, op = to_spark(expr.left, F), to_spark(expr.right, F), expr.op
+    if op in ("&", "|", "^"):
+        a, b = _truth(F, a), _truth(F, b)
+        return a & b if op == "&" else a | b if op == "|" else a != b
+    if op in CMP_OPS:
+        return F.coalesce(CMP_OPS[op](a, b), F.lit(op == "!="))
+    if op == "//":
+        return F.floor(a / b)
+    if op == "%":
+        m = a % b
+        return F.when((m != 0) & ((m < 0) != (b < 0)), m + b).otherwise(m)
+    if op == "**":
+        return F.pow(a, b)
+    return ARITH_OPS[op](a, b)
+
+
+def _unary(expr: UnaryOp, F: Any) -> Any:
+    x = to_spark(expr.operand, F)
+    if expr.op == "~":
+        return ~_truth(F, x)
+    return -x if expr.op == "-" else F.abs(x)
+
+
+def _call(expr: Call, F: Any) -> Any:
+    return _FUNCS[expr.fn](F, expr.params, *(to_spark(a, F) for a in expr.args))
+
+
+def _isin(F: Any, params: tuple[Any, ...], c: Any) -> Any:
+    items = [v for v in params[0] if not isnull(v)]
+    result = F.coalesce(c.isin(items), F.lit(False)) if items else F.lit(False)
+    return result | c.isNull() if len(items) < len(params[0]) else result
+
+
+_CASTS = {"int": "long", "float": "double", "str": "string", "bool": "boolean"}
+
+# each function of kstream_nb.processor.expressions.functions: (F, params, *columns) -> column
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "isnull": lambda F, params, c: c.isNull(),
+    "notnull": lambda F, params, c: c.isNotNull(),
+    "isin": _isin,
+    "fillna": lambda F, params, c, other: F.coalesce(c, other),
+    "where": lambda F, params, c, cond, other: F.when(_truth(F, cond), c).otherwise(other),
+    "round": lambda F, params, c: F.bround(c, params[0]),
+    "astype": lambda F, params, c: c.cast(_CASTS[params[0]]),
+    "str.lower": lambda F, params, c: F.lower(c),
+    "str.upper": lambda F, params, c: F.upper(c),
+    "str.strip": lambda F, params, c: F.trim(c),
+    "str.len": lambda F, params, c: F.length(c),
+    "str.contains": lambda F, params, c: F.coalesce(c.contains(params[0]), F.lit(False)),
+    "str.startswith": lambda F, params, c: F.coalesce(c.startswith(params[0]), F.lit(False)),
+    "str.endswith": lambda F, params, c: F.coalesce(c.endswith(params[0]), F.lit(False)),
+}
+
+_NODES: dict[type, Callable[[Any, Any], Any]] = {
+    Col: _col,
+    Lit: _lit,
+    BinOp: _binop,
+    UnaryOp: _unary,
+    Call: _call,
+}
