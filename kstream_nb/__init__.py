@@ -4,8 +4,7 @@ Build a topology with ``StreamsBuilder``, run it with ``KafkaStreams`` (embedded
 default), test it with ``TopologyTestDriver``, and feed/inspect topics with ``produce``/``read_topic``.
 """
 
-import sys
-from typing import Any
+from types import ModuleType as _ModuleType
 
 from kstream_nb.cluster.export import export_topic
 from kstream_nb.cluster.records import TopicPartition
@@ -56,36 +55,19 @@ from kstream_nb.topology.topology import Topology
 __version__ = "0.1.0"
 
 
-def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext kstream_nb``: the ``%%kstream`` magics, widgets and rich displays (imports IPython lazily)."""
+def load_ipython_extension(shell: object) -> None:
+    """``%load_ext kstream_nb``: the ``%%kstream`` magics, rich displays and the Streams panel's comm target.
+
+    Importing the package changes nothing in IPython; only this hook registers formatters and magics.
+    """
     from kstream_nb.jupyter.magics import load_ipython_extension as load
 
     load(shell)
 
 
-def dashboard(app: KafkaStreams, **options: Any) -> Any:
-    """The live dashboard of an app (window chart, join table, topology, assignment, metrics)."""
-    from kstream_nb.jupyter import dashboard as make
-
-    return make(app, **options)
-
-
-KafkaStreams.dashboard = dashboard  # type: ignore[attr-defined]  # app.dashboard(); runtime stays notebook-free
-
-
-def _register_notebook_displays() -> None:
-    """Rich displays (topology graph, app state) when imported inside IPython; no import of IPython otherwise."""
-    if "IPython" not in sys.modules:
-        return
-    shell = sys.modules["IPython"].get_ipython()
-    if shell is not None and hasattr(shell, "display_formatter"):
-        from kstream_nb.jupyter.reprs import register_formatters
-
-        register_formatters(shell)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "widgets":  # ks.widgets.WindowChart, ... without importing ipywidgets on ``import kstream_nb``
+def __getattr__(name: str) -> _ModuleType:
+    """``ks.widgets`` and ``ks.datagen``, imported on first use (``import kstream_nb`` needs no ipywidgets)."""
+    if name == "widgets":
         import kstream_nb.jupyter.widgets as widgets
 
         return widgets
@@ -146,7 +128,6 @@ __all__ = [
     "Windowed",
     "backtest",
     "col",
-    "dashboard",
     "export_topic",
     "lit",
     "produce",
@@ -155,5 +136,3 @@ __all__ = [
     "until_time_limit",
     "until_window_closes",
 ]
-
-_register_notebook_displays()
