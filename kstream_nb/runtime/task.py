@@ -17,17 +17,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
-import orjson
-
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
-from kstream_nb.cluster.serdes import JsonSerde
 from kstream_nb.errors import DeserializationError, ProcessingError
-from kstream_nb.processor.api import PunctuationType, Record
+from kstream_nb.processor.api import PunctuationType
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import ProcessorNode, SourceNode
-from kstream_nb.processor.timestamps import FieldTimestampExtractor
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer
@@ -57,41 +53,6 @@ class RecordCollector(Protocol):
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
     def partition_count(self, topic: str) -> int: ...
-
-
-class _Chunk:
-    """Records of one fetch as parallel columns, consumed from ``pos`` on.
-
-    With ``value_de`` set, keys and values are still bytes, decoded as they are processed (so a decoded
-    value lives only while its record is processed, and a bad record meets the deserialization handler
-    when it is reached, as in Kafka Streams); with ``value_de`` None they were decoded on arrival (for a
-    timestamp extractor that reads them).
-    """
-
-    __slots__ = ("headers", "key_cache", "key_de", "keys", "offsets", "pos", "timestamps", "value_de", "values")
-
-    def __init__(
-        self,
-        offsets: list[int],
-        keys: list[Any],
-        values: list[Any],
-        timestamps: list[int],
-        headers: list[Headers],
-        key_de: _KeyDecoder | None = None,
-        value_de: Callable[[bytes], Any] | None = None,
-    ) -> None:
-        self.offsets = offsets
-        self.keys = keys
-        self.values = values
-        self.timestamps = timestamps
-        self.headers = headers
-        self.key_de = key_de
-        self.key_cache = key_de.cache if key_de is not None else {}
-        self.value_de = value_de
-        self.pos = 0
-
-    def __len__(self) -> int:
-        return len(self.offsets) - self.pos
 
 
 class RegisteredStore:
@@ -144,7 +105,6 @@ class StreamTask:
         self.dropped_total = 0
         self.skipped_deserialization = 0
         self.skipped_production = 0
-        self._key_decoders: dict[str, _KeyDecoder] = {}
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
         #: positions whose outputs have reached the cluster (what lag is measured against)
@@ -160,7 +120,11 @@ class StreamTask:
         )
         self.sources: dict[str, SourceNode] = {self.resolve_topic(t): n for t, n in graph.sources.items()}
         self.nodes: list[ProcessorNode] = graph.nodes
-        self.queues: dict[TopicPartition, deque[Any]] = {tp: deque() for tp in partitions or ()}
+        self.partition_group = PartitionGroup(
+            task_id, partitions or (), self.sources, lambda: self.stream_time, self._deserialization_failed
+        )
+        #: the partitions' record queues (the partition group's)
+        self.queues = self.partition_group.queues
         #: under exactly-once the checkpoint is removed while the task runs and written on a clean close:
         #: after a crash, stores on disk may hold writes of an aborted transaction, so they are wiped and
         #: restored from the changelog (what Kafka Streams does)
@@ -294,8 +258,7 @@ class StreamTask:
     def suspend(self) -> None:
         """A rebalance took the task's partitions: drop buffered records (they are fetched again from the
         committed offsets if the task comes back); processors and stores stay as they are."""
-        for queue in self.queues.values():
-            queue.clear()
+        self.partition_group.clear()
 
     def changelog_partitions(self) -> dict[TopicPartition, RegisteredStore]:
         return {r.changelog: r for r in self.stores.values() if r.changelog is not None}
@@ -370,118 +333,8 @@ class StreamTask:
     # ---- records -------------------------------------------------------------------------------
 
     def add(self, fetched: FetchedBatch) -> None:
-        """Queues a fetched batch: column-wise when possible, else its raw columns (decoded when processed)."""
-        tp = TopicPartition(fetched.topic, fetched.partition)
-        queue = self.queues.get(tp)
-        if queue is None:
-            queue = self.queues[tp] = deque()
-        source = self.sources[fetched.topic]
-        if fetched.columnar is not None:
-            batch = self._columnar(fetched, source)
-            if batch is not None:
-                queue.append(batch)
-                return
-        key_de = self._key_decoders.get(fetched.topic)
-        if key_de is None:
-            key_de = self._key_decoders[fetched.topic] = _KeyDecoder(_decoder(source.key_serde, fetched.topic))
-        value_de = _decoder(source.value_serde, fetched.topic)
-        extractor = source.timestamp_extractor
-        topic, partition = fetched.topic, fetched.partition
-        if fetched.raw is not None:
-            offsets, keys, values, timestamps, headers = fetched.raw
-        else:
-            rs = fetched.records
-            offsets, keys, values = [r.offset for r in rs], [r.key for r in rs], [r.value for r in rs]
-            timestamps, headers = [r.timestamp for r in rs], [r.headers for r in rs]
-        if not offsets:
-            return
-        if extractor is None or extractor.uses_record_timestamp:
-            if min(timestamps) < 0:
-                bad = next(i for i, ts in enumerate(timestamps) if ts < 0)
-                raise ProcessingError(
-                    f"invalid (negative) timestamp {timestamps[bad]}",
-                    task_id=self.task_id,
-                    topic=topic,
-                    partition=partition,
-                    offset=offsets[bad],
-                )
-            queue.append(_Chunk(list(offsets), keys, values, timestamps, headers, key_de, value_de))
-            return
-        records, kept = self._decode_one_by_one(
-            topic, partition, (offsets, keys, values, timestamps, headers), key_de, value_de
-        )
-        for record, offset in zip(records, kept):
-            record.timestamp = self._extract(extractor, record, topic, partition, offset)
-        if records:
-            queue.append(
-                _Chunk(
-                    kept,
-                    [r.key for r in records],
-                    [r.value for r in records],
-                    [r.timestamp for r in records],
-                    [r.headers for r in records],
-                )
-            )
-
-    def _decode_one_by_one(
-        self, topic: str, partition: int, raw: Any, key_de: Any, value_de: Any
-    ) -> tuple[list[Record], list[int]]:
-        """Decodes each record on its own (for the timestamp extractor), bad ones to the handler."""
-        records, kept = [], []
-        for offset, k, v, ts, h in zip(*raw):
-            try:
-                records.append(Record(None if k is None else key_de(k), None if v is None else value_de(v), ts, h))
-                kept.append(offset)
-            except Exception as e:
-                self._deserialization_failed(topic, partition, offset, e, (k, v, ts, h))
-        return records, kept
-
-    def _columnar(self, fetched: FetchedBatch, source: SourceNode) -> RecordBatch | None:
-        col = fetched.columnar
-        assert col is not None
-        if col.key_serde != source.key_serde or col.value_serde != source.value_serde:
-            return None
-        extractor = source.timestamp_extractor
-        timestamps = np.asarray(col.timestamps, dtype=np.int64)
-        if isinstance(extractor, FieldTimestampExtractor):
-            if extractor.field not in col.values.columns or col.values[extractor.field].dtype.kind not in "iu":
-                return None
-            timestamps = col.values[extractor.field].to_numpy(dtype=np.int64)
-        elif not (extractor is None or extractor.uses_record_timestamp):
-            return None
-        offsets = np.arange(fetched.base_offset, fetched.base_offset + len(col), dtype=np.int64)
-        return RecordBatch(
-            fetched.topic,
-            fetched.partition,
-            col.keys,
-            col.values,
-            timestamps,
-            offsets,
-            col.key_serde,
-            col.value_serde,
-            col.headers,
-        )
-
-    def _extract(self, extractor: Any, record: Record, topic: str, partition: int, offset: int) -> int:
-        try:
-            ts = int(extractor.extract(record, self.stream_time))
-        except Exception as e:
-            raise ProcessingError(
-                f"timestamp extractor failed: {type(e).__name__}: {e}",
-                task_id=self.task_id,
-                topic=topic,
-                partition=partition,
-                offset=offset,
-            ) from e
-        if ts < 0:
-            raise ProcessingError(
-                f"timestamp extractor returned a negative timestamp {ts}",
-                task_id=self.task_id,
-                topic=topic,
-                partition=partition,
-                offset=offset,
-            )
-        return ts
+        """Queues a fetched batch (see ``PartitionGroup.add``)."""
+        self.partition_group.add(fetched)
 
     def _deserialization_failed(
         self, topic: str, partition: int, offset: int, error: Exception, raw: tuple[Any, ...] | None = None
@@ -524,25 +377,14 @@ class StreamTask:
         return self._collector.send
 
     def buffered(self) -> int:
-        return sum(len(item) for q in list(self.queues.values()) for item in list(q))
-
-    def _next_queue(self) -> tuple[TopicPartition, deque[Any]] | None:
-        best = None
-        best_ts = None
-        for tp, queue in self.queues.items():
-            if queue:
-                head = queue[0]
-                ts = head.timestamps[0] if type(head) is RecordBatch else head.timestamps[head.pos]
-                if best_ts is None or ts < best_ts:
-                    best, best_ts = (tp, queue), ts
-        return best
+        return self.partition_group.buffered()
 
     def process(self, budget: int) -> int:
         """Processes up to about ``budget`` buffered records, lowest head timestamp first."""
         done = 0
         single = len(self.queues) == 1
         while done < budget:
-            picked = next(iter(self.queues.items())) if single else self._next_queue()
+            picked = next(iter(self.queues.items())) if single else self.partition_group.next_queue()
             if picked is None or not picked[1]:
                 break
             tp, queue = picked
@@ -718,38 +560,3 @@ class StreamTask:
 
     def __repr__(self) -> str:
         return f"StreamTask({self.task_id}, partitions={sorted(map(str, self.queues))})"
-
-
-def _decoder(serde: Any, topic: str) -> Callable[[bytes], Any]:
-    """The serde's decoding function for non-null data (orjson directly for JSON: the hot path)."""
-    if type(serde) is JsonSerde:
-        return orjson.loads
-    return lambda data: serde.deserialize(topic, data)
-
-
-_IMMUTABLE = (str, int, float, bool)
-_MEMO_LIMIT = 50_000
-
-
-class _KeyDecoder:
-    """Keys repeat: remembers the decoded form of immutable keys (bounded), decodes the rest every time.
-
-    ``cache`` is public so that the processing loop can look hits up without a call.
-    """
-
-    __slots__ = ("cache", "decode")
-
-    def __init__(self, decode: Callable[[bytes], Any]) -> None:
-        self.decode = decode
-        self.cache: dict[bytes, Any] = {}
-
-    def __call__(self, data: bytes) -> Any:
-        cache = self.cache
-        key = cache.get(data)
-        if key is None:
-            key = self.decode(data)
-            if type(key) in _IMMUTABLE:
-                if len(cache) >= _MEMO_LIMIT:
-                    cache.clear()
-                cache[data] = key
-        return key
