@@ -3,7 +3,8 @@
 Reads only the runtime's public surface (``KafkaStreams.store/metrics/lag/assignment/group_assignment``,
 ``Topology.describe()``) and topics through ``read_topic``.
 
-``%load_ext kstream_nb.jupyter`` (or ``%load_ext kstream_nb``) registers the magics.
+``%load_ext kstream_nb.jupyter`` (or ``%load_ext kstream_nb``) registers the magics and the rich displays;
+``import kstream_nb`` alone registers nothing.
 """
 
 from kstream_nb.jupyter.magics import (

@@ -476,7 +476,7 @@ class KStreamMagics(Magics):
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext kstream_nb`` (via the package's re-export) or ``%load_ext kstream_nb.jupyter``."""
+    """``%load_ext kstream_nb`` or ``%load_ext kstream_nb.jupyter``: magics, formatters, panel comm target."""
     from kstream_nb.jupyter.comm import register_comm_target
 
     shell.register_magics(KStreamMagics)
