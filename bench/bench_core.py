@@ -33,7 +33,6 @@ import pandas as pd
 import kstream_nb as ks
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory import reset_cluster
-from kstream_nb.processor import node
 
 TARGET_A_RATIO = 0.40
 TARGET_C_RATE = 2_000_000
@@ -222,11 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         help="sentences for (b); default N/20 (at least 1000): word count runs ~100x slower than (a) today",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per run")
-    parser.add_argument(
-        "--no-fusion", action="store_true", help="don't fuse stateless chains (the record-at-a-time path)"
-    )
     args = parser.parse_args(argv)
-    node.FUSION = not args.no_fusion
     n, cases = args.n, set(args.cases.split(","))
     warmup_n = 10
 

@@ -1,8 +1,10 @@
-"""Processor nodes of one task's graph and the per-node context that processors see."""
+"""Processor nodes of one task's graph (Kafka Streams' ProcessorNode), the fusion of built-ins into chains
+of closures, and the per-node context that processors see (ProcessorContextImpl)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CodeType, FunctionType, TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kstream_nb.cluster.records import ColumnarBatch, Headers
@@ -24,12 +26,8 @@ if TYPE_CHECKING:
 #: A node (and what it is fused with) called with a record's key and value; the record's timestamp and
 #: headers are the task's ``current_timestamp`` and ``current_headers``.
 Entry = Callable[[Any, Any], None]
-#: Turns an exception of a fused step into the ProcessingError that names its node.
-Fail = Callable[[Exception], ProcessingError]
-
-#: Fuse chains of DSL stateless processors and sinks into one closure per node (tests switch it off to
-#: compare with the record-at-a-time path).
-FUSION = True
+#: How a caller holding a Record reaches a node: ``(entry, None)`` if it is fused, else ``(None, process)``.
+Receiver = tuple[Entry | None, Callable[[Record], None] | None]
 
 
 class TaskHandle(Protocol):
@@ -90,10 +88,35 @@ class TaskHandle(Protocol):
         ...
 
 
+class FusedProcessor(Processor):
+    """A built-in written once, as ``fuse``: a closure over the key and value that calls its children's
+    entries directly (see ``ProcessorNode.entry``). ``process`` runs that closure on a Record."""
+
+    context: NodeContext
+
+    def fuse(self, downstream: Entry) -> Entry:
+        """This processor's step calling ``downstream`` (its children); it need not name its errors."""
+        raise NotImplementedError
+
+    def process(self, record: Record) -> None:
+        self.context.run(record)
+
+
 class ProcessorNode:
     """One processor instance in a task, with its children and the stores it may use."""
 
-    __slots__ = ("_entry", "children", "context", "name", "processor", "store_names")
+    __slots__ = (
+        "_chain",
+        "_entry",
+        "_own",
+        "_process",
+        "_steps",
+        "children",
+        "context",
+        "name",
+        "processor",
+        "store_names",
+    )
 
     def __init__(self, name: str, processor: Processor, store_names: tuple[str, ...] = ()) -> None:
         self.name = name
@@ -101,33 +124,81 @@ class ProcessorNode:
         self.store_names = store_names
         self.children: list[ProcessorNode] = []
         self.context: NodeContext | None = None
+        self._chain: Entry | None = None
         self._entry: Entry | None = None
+        self._own: Entry | None = None
+        self._process: Callable[[Record], None] | None = None
+        #: the nodes of the fused steps of ``chain()``, by ``id`` of their step's code (see ``_failed_step``)
+        self._steps: dict[int, ProcessorNode] = {}
+
+    @property
+    def fused(self) -> bool:
+        """A built-in that runs as its ``fuse`` step (not a Processor, nor a subclass overriding ``process``)."""
+        return type(self.processor).process is FusedProcessor.process
 
     def entry(self) -> Entry:
         """This node as a ``(key, value)`` function, built on first use (after every node's ``init``).
 
-        A processor whose own class defines ``fuse`` (the DSL stateless built-ins and the sink) is fused
-        with its children's entries into one closure, so a chain of them runs without Record objects or
-        per-node dispatch; any other processor gets a Record. Errors name the node they happened in.
+        A fused node is composed with its fused children into one closure, so a chain of them runs without
+        Record objects or per-node dispatch; any other processor gets a Record. Errors name the node they
+        happened in.
         """
         entry = self._entry
         if entry is None:
-            context = self.context
-            if context is None:
-                raise TopologyError(f"processor {self.name!r} is used before its init")
-            fuse = type(self.processor).__dict__.get("fuse") if FUSION else None
-            if fuse is None:
-                entry = context.record_entry()
-            else:
-                entry = fuse(self.processor, fan_out([c.entry() for c in self.children]), context.fail)
-            self._entry = entry
+            entry = self._entry = self.own_entry() if self.fused else self.chain()
         return entry
 
-    def fused_entry(self) -> Entry | None:
-        """``entry()`` if this node is fused, else None (callers holding a Record pass it to ``process``)."""
-        if not FUSION or "fuse" not in type(self.processor).__dict__:
-            return None
-        return self.entry()
+    def chain(self) -> Entry:
+        """``entry()`` without naming the errors of fused steps (what a fused parent calls)."""
+        chain = self._chain
+        if chain is None:
+            if self.fused:
+                chain, self._steps = self._compose()
+            else:
+                chain = self._context().record_entry(self.guarded_process())
+            self._chain = chain
+        return chain
+
+    def own_entry(self) -> Entry:
+        """The processor's ``fuse`` step composed with its children, errors naming the failing node: the
+        ``entry()`` of a fused node, and what ``FusedProcessor.process`` runs (``super().process``)."""
+        own = self._own
+        if own is None:
+            chain, steps = (self.chain(), self._steps) if self.fused else self._compose()
+            # a chain without a fused step raises only the ProcessingErrors of its Processor API nodes
+            own = self._own = _named_errors(self, chain, steps) if steps else chain
+        return own
+
+    def _compose(self) -> tuple[Entry, dict[int, ProcessorNode]]:
+        """The ``fuse`` step over the children's chains, and the node of each fused step in it by the ``id``
+        of its code (each step gets a code object of its own: see ``_failed_step``)."""
+        self._context()
+        chains = [c.chain() for c in self.children]
+        steps: dict[int, ProcessorNode] = {}
+        for c in self.children:
+            steps.update(c._steps)
+        downstream = fan_out(chains)
+        step = self.processor.fuse(downstream)  # type: ignore[attr-defined]
+        if step is not downstream:
+            step = _own_code(step)
+            steps[id(step.__code__)] = self
+        return step, steps
+
+    def _context(self) -> NodeContext:
+        if self.context is None:
+            raise TopologyError(f"processor {self.name!r} is used before its init")
+        return self.context
+
+    def guarded_process(self) -> Callable[[Record], None]:
+        """``process`` of a node that is not fused, its errors naming the node (built once)."""
+        process = self._process
+        if process is None:
+            process = self._process = self._context().guarded_process()
+        return process
+
+    def receiver(self) -> Receiver:
+        """How a caller holding a Record reaches this node (a Processor API node gets the very record)."""
+        return (self.entry(), None) if self.fused else (None, self.guarded_process())
 
     def init(self, task: TaskHandle) -> None:
         self.context = NodeContext(self, task)
@@ -147,6 +218,42 @@ class ProcessorNode:
         return f"ProcessorNode({self.name})"
 
 
+def _own_code(step: Entry) -> FunctionType:
+    """``step`` with a code object of its own, so that a frame of it tells which node it belongs to (the
+    closures of two filters share one code object)."""
+    if not isinstance(step, FunctionType):
+        raise TypeError(f"fuse must return a function, got {step!r}")
+    code: CodeType = step.__code__.replace()
+    own = FunctionType(code, step.__globals__, step.__name__, step.__defaults__, step.__closure__)
+    own.__qualname__ = step.__qualname__
+    return own
+
+
+def _named_errors(root: ProcessorNode, chain: Entry, steps: dict[int, ProcessorNode]) -> Entry:
+    """``chain`` raising a ProcessingError that names the fused step an exception escaped from: the node of
+    the innermost frame of the traceback that runs a step of the chain (the root if none does)."""
+    context = root._context()
+
+    def named_errors(key: Any, value: Any) -> None:
+        try:
+            chain(key, value)
+        except ProcessingError:
+            raise
+        except Exception as e:
+            raise context._error(_failed_step(e.__traceback__, steps, root), e) from e
+
+    return named_errors
+
+
+def _failed_step(tb: TracebackType | None, steps: dict[int, ProcessorNode], root: ProcessorNode) -> ProcessorNode:
+    """The node of the innermost step in the traceback ``tb`` (the frames a record went through)."""
+    node = root
+    while tb is not None:
+        node = steps.get(id(tb.tb_frame.f_code), node)
+        tb = tb.tb_next
+    return node
+
+
 class NodeContext(ProcessorContext):
     """The context of one node: ``forward`` goes to this node's children; the rest is the task's."""
 
@@ -157,7 +264,7 @@ class NodeContext(ProcessorContext):
         self._task = task
         self._children = node.children
         self._by_name = {c.name: c for c in node.children}
-        self._targets: list[tuple[ProcessorNode, Entry | None]] | None = None
+        self._targets: list[Receiver] | None = None
 
     @property
     def application_id(self) -> str:
@@ -204,7 +311,7 @@ class NodeContext(ProcessorContext):
         if child_name is None:
             targets = self._targets
             if targets is None:
-                targets = self._targets = [(c, c.fused_entry()) for c in self._children]
+                targets = self._targets = [c.receiver() for c in self._children]
         else:
             child = self._by_name.get(child_name)
             if child is None:
@@ -212,65 +319,52 @@ class NodeContext(ProcessorContext):
                     f"processor {self._node.name!r} has no child {child_name!r} "
                     f"(children: {sorted(self._by_name)})"
                 )
-            targets = [(child, child.fused_entry())]
+            targets = [child.receiver()]
+        self._deliver(targets, record)
+
+    def run(self, record: Record) -> None:
+        """Runs this node's ``fuse`` step on ``record`` (a fused built-in's ``process``)."""
+        self._deliver([(self._node.own_entry(), None)], record)
+
+    def _deliver(self, targets: list[Receiver], record: Record) -> None:
+        """Calls each target with ``record`` as the task's current timestamp and headers: an entry with its
+        key and value, else (a Processor API node) its ``process`` with the record itself."""
         task = self._task
         saved_ts, saved_headers = task.current_timestamp, task.current_headers
         task.current_timestamp = record.timestamp
         task.current_headers = record.headers
         key, value = record.key, record.value
-        for child, entry in targets:
-            try:
-                if entry is None:
-                    child.processor.process(record)
-                else:
-                    entry(key, value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise self._error(child, e) from e
+        for entry, process in targets:
+            if entry is not None:
+                entry(key, value)
+            elif process is not None:
+                process(record)
         task.current_timestamp, task.current_headers = saved_ts, saved_headers
 
-    def record_entry(self) -> Entry:
-        """This node's ``process`` as an entry: the key and value with the current timestamp and headers."""
-        task = self._task
+    def guarded_process(self) -> Callable[[Record], None]:
+        """This node's ``process``, its errors naming the node (the path of a Processor API node)."""
         node = self._node
         process = node.processor.process
         error = self._error
 
-        def record_entry(key: Any, value: Any) -> None:
-            try:
-                process(Record(key, value, task.current_timestamp, task.current_headers))
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise error(node, e) from e
-
-        return record_entry
-
-    def fail(self, e: Exception) -> ProcessingError:
-        """The error of this node's processor failing on the current record (fused steps raise it)."""
-        return self._error(self._node, e)
-
-    def forwarder(self) -> Callable[[Record], None]:
-        """``forward`` for processors that keep the record's timestamp and headers (stateless built-ins).
-
-        With one child it calls the child directly (no context switch); errors still name the child.
-        """
-        if len(self._children) != 1:
-            return self.forward
-        child = self._children[0]
-        process = child.processor.process
-        error = self._error
-
-        def forward_one(record: Record) -> None:
+        def guarded_process(record: Record) -> None:
             try:
                 process(record)
             except ProcessingError:
                 raise
             except Exception as e:
-                raise error(child, e) from e
+                raise error(node, e) from e
 
-        return forward_one
+        return guarded_process
+
+    def record_entry(self, process: Callable[[Record], None]) -> Entry:
+        """``process`` as an entry: the key and value with the current timestamp and headers."""
+        task = self._task
+
+        def record_entry(key: Any, value: Any) -> None:
+            process(Record(key, value, task.current_timestamp, task.current_headers))
+
+        return record_entry
 
     def forward_batch(self, batch: RecordBatch) -> None:
         """Sends a batch to every child: column-wise where the child can, else record by record."""
@@ -301,12 +395,7 @@ class NodeContext(ProcessorContext):
             task.current_offset = offsets[i]
             task.current_timestamp = timestamps[i]
             task.current_headers = headers[i] if headers is not None else ()
-            try:
-                entry(keys[i], value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise self._error(child, e) from e
+            entry(keys[i], value)
 
     def _error(self, child: ProcessorNode, e: Exception) -> ProcessingError:
         task = self._task

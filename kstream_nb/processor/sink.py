@@ -10,10 +10,9 @@ import numpy as np
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.errors import ProcessingError, SerializationError
-from kstream_nb.processor.api import Processor, Record
+from kstream_nb.errors import SerializationError
 from kstream_nb.processor.batch import RecordBatch
-from kstream_nb.processor.node import Entry, Fail, NodeContext
+from kstream_nb.processor.node import Entry, FusedProcessor, NodeContext
 
 #: ``partitioner(key, value, num_partitions) -> partition`` (None = default partitioner), as seed 000's
 #: StreamPartitioner.
@@ -23,7 +22,7 @@ _KEY_CACHE_LIMIT = 100_000
 _IMMUTABLE = (str, int, float)
 
 
-class SinkProcessor(Processor):
+class SinkProcessor(FusedProcessor):
     """Writes each record to ``topic``: custom partitioner, else murmur2 of the key bytes, else spread."""
 
     context: NodeContext
@@ -44,44 +43,11 @@ class SinkProcessor(Processor):
         self._task = context._task
         self.topic = self._task.resolve_topic(self.topic_name)
 
-    def process(self, record: Record) -> None:
-        topic = self.topic
-        try:
-            key = record.key
-            key_bytes = self._key_bytes.get(key) if type(key) in _IMMUTABLE else None
-            if key_bytes is None:
-                key_bytes = self.key_serde.serialize(topic, key)
-                if type(key) in _IMMUTABLE:
-                    if len(self._key_bytes) >= _KEY_CACHE_LIMIT:
-                        self._key_bytes.clear()
-                    self._key_bytes[key] = key_bytes
-            value_bytes = self.value_serde.serialize(topic, record.value)
-        except SerializationError as e:
-            if self._task.production_failed(topic, e):
-                return
-            raise
-        partition = chosen_partition(self.partitioner, self._task, topic, record)
-        self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
-        """``process`` over the key and value, sent with the task's current timestamp and headers."""
-        if self.partitioner is not None:
-            task = self._task
-
-            def sink_partitioned(key: Any, value: Any) -> None:
-                try:
-                    self.process(Record(key, value, task.current_timestamp, task.current_headers))
-                except ProcessingError:
-                    raise
-                except Exception as e:
-                    raise fail(e) from e
-
-            return sink_partitioned
-        return self._fused_sink(fail)
-
-    def _fused_sink(self, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
+        """Sends the key and value with the task's current timestamp and headers (a sink has no children)."""
         task = self._task
         topic = self.topic
+        partitioner = self.partitioner
         send = task.sender()
         cache = self._key_bytes
         cached_key = cache.get
@@ -104,17 +70,15 @@ class SinkProcessor(Processor):
             except SerializationError as e:
                 if production_failed(topic, e):
                     return
-                raise fail(e) from e
-            except ProcessingError:
                 raise
-            except Exception as e:
-                raise fail(e) from e
-            try:
-                send(topic, key_bytes, value_bytes, task.current_timestamp, task.current_headers, None)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            send(
+                topic,
+                key_bytes,
+                value_bytes,
+                task.current_timestamp,
+                task.current_headers,
+                None if partitioner is None else chosen_partition(partitioner, task, topic, key, value),
+            )
 
         return sink
 
@@ -158,12 +122,12 @@ class SinkProcessor(Processor):
         return None
 
 
-def chosen_partition(partitioner: Any, task: Any, topic: str, record: Record) -> int | None:
-    """The partition a sink's ``partitioner`` picks for ``record`` (None: the producer's own choice)."""
+def chosen_partition(partitioner: Any, task: Any, topic: str, key: Any, value: Any) -> int | None:
+    """The partition a sink's ``partitioner`` picks for a record (None: the producer's own choice)."""
     if partitioner is None:
         return None
     count = task.partition_count(topic)
-    partition = partitioner(record.key, record.value, count)
+    partition = partitioner(key, value, count)
     if partition is not None and not 0 <= partition < count:
         raise ValueError(f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions")
     return partition

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream_nb.errors import ProcessingError
-from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
-from kstream_nb.processor.node import Entry, Fail, NodeContext
+from kstream_nb.processor.api import Change, ValueAndTimestamp
+from kstream_nb.processor.node import Entry, FusedProcessor, NodeContext
 from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 
 
-class KStreamAggregate(Processor):
+class KStreamAggregate(FusedProcessor):
     """``agg = aggregator(key, value, agg or initializer())``; records with a null key or value are dropped.
 
     The result timestamp is the max of the previous result's and the record's (Kafka's rule). The change goes
@@ -35,34 +34,17 @@ class KStreamAggregate(Processor):
         self.store = context.get_state_store(self.store_name)
         self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
-    def process(self, record: Record) -> None:
-        key, value = record.key, record.value
-        if key is None or value is None:
-            self.context.record_dropped("null key or value in aggregation")
-            return
-        old = self.store.get(key)
-        if old is None:
-            old_agg = self.initializer()
-            timestamp = record.timestamp
-        else:
-            old_agg = old.value
-            timestamp = max(record.timestamp, old.timestamp)
-        new_agg = self.aggregator(key, value, old_agg)
-        self.store.put(key, ValueAndTimestamp(new_agg, timestamp))
-        if self.forward_now:
-            self.context.forward(Record(key, Change(new_agg, old_agg), timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         initializer, aggregator = self.initializer, self.aggregator
 
         def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> tuple[Any, Any]:
             old_agg = initializer() if old is None else old.value
             return aggregator(key, value, old_agg), old_agg
 
-        return fused_update(self, combine, "aggregation", downstream, fail)
+        return fused_update(self, combine, "aggregation", downstream)
 
 
-class KStreamReduce(Processor):
+class KStreamReduce(FusedProcessor):
     """``agg = reducer(agg, value)``; the first value of a key is taken as is (and goes on with no old value)."""
 
     context: NodeContext
@@ -76,30 +58,13 @@ class KStreamReduce(Processor):
         self.store = context.get_state_store(self.store_name)
         self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
-    def process(self, record: Record) -> None:
-        key, value = record.key, record.value
-        if key is None or value is None:
-            self.context.record_dropped("null key or value in reduce")
-            return
-        old = self.store.get(key)
-        if old is None:
-            new_agg, timestamp = value, record.timestamp
-        else:
-            new_agg = self.reducer(old.value, value)
-            timestamp = max(record.timestamp, old.timestamp)
-        self.store.put(key, ValueAndTimestamp(new_agg, timestamp))
-        if self.forward_now:
-            self.context.forward(
-                Record(key, Change(new_agg, old.value if old else None), timestamp, record.headers)
-            )
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         reducer = self.reducer
 
         def combine(key: Any, value: Any, old: ValueAndTimestamp | None) -> tuple[Any, Any]:
             return (value, None) if old is None else (reducer(old.value, value), old.value)
 
-        return fused_update(self, combine, "reduce", downstream, fail)
+        return fused_update(self, combine, "reduce", downstream)
 
 
 def fused_update(
@@ -107,9 +72,8 @@ def fused_update(
     combine: Callable[[Any, Any, ValueAndTimestamp | None], tuple[Any, Any]],
     what: str,
     downstream: Entry,
-    fail: Fail,
 ) -> Entry:
-    """``process`` of an aggregation over the key and value: the update goes on as ``(key, Change)`` with
+    """The step of an aggregation over the key and value: the update goes on as ``(key, Change)`` with
     the result's timestamp as the current one, without a Record (the path of every record of a count).
     ``combine(key, value, stored)`` answers the new aggregate and the old value to send with it."""
     task = processor.context._task
@@ -124,16 +88,11 @@ def fused_update(
             record_dropped(reason)
             return
         timestamp = task.current_timestamp
-        try:
-            old = get(key)
-            new_agg, old_agg = combine(key, value, old)
-            if old is not None and old.timestamp > timestamp:
-                timestamp = old.timestamp
-            put(key, ValueAndTimestamp(new_agg, timestamp))
-        except ProcessingError:
-            raise
-        except Exception as e:
-            raise fail(e) from e
+        old = get(key)
+        new_agg, old_agg = combine(key, value, old)
+        if old is not None and old.timestamp > timestamp:
+            timestamp = old.timestamp
+        put(key, ValueAndTimestamp(new_agg, timestamp))
         if forward_now:
             saved = task.current_timestamp
             task.current_timestamp = timestamp

@@ -1,8 +1,8 @@
 """Stateless KStream processors: filter, map, flat_map, peek, branch, merge, column expressions.
 
-Each one-record-at-a-time built-in has two forms: ``process`` (a Record, forwarded to the child) and
-``fuse`` (a closure over the key and value that calls its children's entries directly; see
-``ProcessorNode.entry``). They must do the same thing; tests run topologies both ways.
+Each one-record-at-a-time built-in is written once, as ``fuse``: a closure over the key and value that
+calls its children's entries directly (see ``ProcessorNode.entry``, which also names the failing node in
+errors); ``FusedProcessor.process`` runs it on a Record.
 """
 
 from __future__ import annotations
@@ -10,30 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kstream_nb.errors import ProcessingError
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.batch import RecordBatch
-from kstream_nb.processor.node import Entry, Fail, NodeContext
+from kstream_nb.processor.node import Entry, FusedProcessor, NodeContext
 
 
-class _Forwarding(Processor):
-    """Base of stateless built-ins: they keep timestamps and headers, so they forward straight to the child."""
-
-    context: NodeContext
+class _Forwarding(FusedProcessor):
+    """Base of stateless built-ins: they keep timestamps and headers; ``forward`` goes to the children."""
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.forward = context.forwarder()
+        self.forward = context.forward
         self.forward_batch = context.forward_batch
 
 
 class PassThrough(_Forwarding):
     """Forwards every record unchanged (sources, merge)."""
 
-    def process(self, record: Record) -> None:
-        self.forward(record)
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         return downstream
 
     def process_batch(self, batch: RecordBatch) -> None:
@@ -47,33 +41,19 @@ class KStreamFilter(_Forwarding):
         self.predicate = predicate
         self.negate = negate
 
-    def process(self, record: Record) -> None:
-        if bool(self.predicate(record.key, record.value)) is not self.negate:
-            self.forward(record)
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         predicate = self.predicate
         if self.negate:
 
             def filter_not(key: Any, value: Any) -> None:
-                try:
-                    if not predicate(key, value):
-                        downstream(key, value)
-                except ProcessingError:
-                    raise
-                except Exception as e:
-                    raise fail(e) from e
+                if not predicate(key, value):
+                    downstream(key, value)
 
             return filter_not
 
         def filter_(key: Any, value: Any) -> None:
-            try:
-                if predicate(key, value):
-                    downstream(key, value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            if predicate(key, value):
+                downstream(key, value)
 
         return filter_
 
@@ -84,20 +64,11 @@ class KStreamMap(_Forwarding):
     def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
         self.mapper = mapper
 
-    def process(self, record: Record) -> None:
-        key, value = _pair(self.mapper(record.key, record.value), "map")
-        self.forward(Record(key, value, record.timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         mapper = self.mapper
 
         def map_(key: Any, value: Any) -> None:
-            try:
-                downstream(*_pair(mapper(key, value), "map"))
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            downstream(*_pair(mapper(key, value), "map"))
 
         return map_
 
@@ -108,19 +79,11 @@ class KStreamSelectKey(_Forwarding):
     def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
         self.mapper = mapper
 
-    def process(self, record: Record) -> None:
-        self.forward(Record(self.mapper(record.key, record.value), record.value, record.timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         mapper = self.mapper
 
         def select_key(key: Any, value: Any) -> None:
-            try:
-                downstream(mapper(key, value), value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            downstream(mapper(key, value), value)
 
         return select_key
 
@@ -132,31 +95,17 @@ class KStreamMapValues(_Forwarding):
         self.mapper = mapper
         self.with_key = with_key
 
-    def process(self, record: Record) -> None:
-        value = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
-        self.forward(Record(record.key, value, record.timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         mapper = self.mapper
         if self.with_key:
 
             def map_values_with_key(key: Any, value: Any) -> None:
-                try:
-                    downstream(key, mapper(key, value))
-                except ProcessingError:
-                    raise
-                except Exception as e:
-                    raise fail(e) from e
+                downstream(key, mapper(key, value))
 
             return map_values_with_key
 
         def map_values(key: Any, value: Any) -> None:
-            try:
-                downstream(key, mapper(value))
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            downstream(key, mapper(value))
 
         return map_values
 
@@ -167,22 +116,12 @@ class KStreamFlatMap(_Forwarding):
     def __init__(self, mapper: Callable[[Any, Any], Iterable[Any]]) -> None:
         self.mapper = mapper
 
-    def process(self, record: Record) -> None:
-        for pair in _iterable(self.mapper(record.key, record.value), "flat_map"):
-            key, value = _pair(pair, "flat_map")
-            self.forward(Record(key, value, record.timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         mapper = self.mapper
 
         def flat_map(key: Any, value: Any) -> None:
-            try:
-                for pair in _iterable(mapper(key, value), "flat_map"):
-                    downstream(*_pair(pair, "flat_map"))
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            for pair in _iterable(mapper(key, value), "flat_map"):
+                downstream(*_pair(pair, "flat_map"))
 
         return flat_map
 
@@ -194,22 +133,12 @@ class KStreamFlatMapValues(_Forwarding):
         self.mapper = mapper
         self.with_key = with_key
 
-    def process(self, record: Record) -> None:
-        values = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
-        for value in _iterable(values, "flat_map_values"):
-            self.forward(Record(record.key, value, record.timestamp, record.headers))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         mapper, with_key = self.mapper, self.with_key
 
         def flat_map_values(key: Any, value: Any) -> None:
-            try:
-                for each in _iterable(mapper(key, value) if with_key else mapper(value), "flat_map_values"):
-                    downstream(key, each)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            for each in _iterable(mapper(key, value) if with_key else mapper(value), "flat_map_values"):
+                downstream(key, each)
 
         return flat_map_values
 
@@ -221,29 +150,21 @@ class KStreamPeek(_Forwarding):
         self.action = action
         self.forwards = forward
 
-    def process(self, record: Record) -> None:
-        self.action(record.key, record.value)
-        if self.forwards:
-            self.forward(record)
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         action, forwards = self.action, self.forwards
 
         def peek(key: Any, value: Any) -> None:
-            try:
-                action(key, value)
-                if forwards:
-                    downstream(key, value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            action(key, value)
+            if forwards:
+                downstream(key, value)
 
         return peek
 
 
-class KStreamBranch(_Forwarding):
+class KStreamBranch(Processor):
     """Sends each record to the first branch whose predicate matches, else to the default branch."""
+
+    context: NodeContext
 
     def __init__(
         self,
@@ -277,21 +198,12 @@ class KStreamExprFilter(_Forwarding):
         self._batch = expressions.evaluate_predicate_batch
         self._record = expressions.compile_predicate(expr)
 
-    def process(self, record: Record) -> None:
-        if self._record(record.value):
-            self.forward(record)
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         predicate = self._record
 
         def expr_filter(key: Any, value: Any) -> None:
-            try:
-                if predicate(value):
-                    downstream(key, value)
-            except ProcessingError:
-                raise
-            except Exception as e:
-                raise fail(e) from e
+            if predicate(value):
+                downstream(key, value)
 
         return expr_filter
 
@@ -313,14 +225,8 @@ class KStreamAssign(_Forwarding):
         self._batch = expressions.assign_batch
         self._record = expressions.assign_record
 
-    def process(self, record: Record) -> None:
-        if record.value is None:
-            self.forward(record)
-        else:
-            self.forward(record.with_value(self._record(record.value, self.assignments)))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
-        return _fuse_value_op(self._record, self.assignments, downstream, fail)
+    def fuse(self, downstream: Entry) -> Entry:
+        return _fuse_value_op(self._record, self.assignments, downstream)
 
     def process_batch(self, batch: RecordBatch) -> None:
         self.forward_batch(batch.with_values(self._batch(batch.values, self.assignments)))
@@ -336,29 +242,18 @@ class KStreamProject(_Forwarding):
         self._batch = expressions.project_batch
         self._record = expressions.project_record
 
-    def process(self, record: Record) -> None:
-        if record.value is None:
-            self.forward(record)
-        else:
-            self.forward(record.with_value(self._record(record.value, self.names)))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
-        return _fuse_value_op(self._record, self.names, downstream, fail)
+    def fuse(self, downstream: Entry) -> Entry:
+        return _fuse_value_op(self._record, self.names, downstream)
 
     def process_batch(self, batch: RecordBatch) -> None:
         self.forward_batch(batch.with_values(self._batch(batch.values, self.names)))
 
 
-def _fuse_value_op(op: Callable[[Any, Any], Any], arg: Any, downstream: Entry, fail: Fail) -> Entry:
+def _fuse_value_op(op: Callable[[Any, Any], Any], arg: Any, downstream: Entry) -> Entry:
     """The fused form of ``value -> op(value, arg)`` for non-null values (assign, project)."""
 
     def value_op(key: Any, value: Any) -> None:
-        try:
-            downstream(key, None if value is None else op(value, arg))
-        except ProcessingError:
-            raise
-        except Exception as e:
-            raise fail(e) from e
+        downstream(key, None if value is None else op(value, arg))
 
     return value_op
 

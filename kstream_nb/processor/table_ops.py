@@ -13,7 +13,7 @@ from typing import Any
 
 from kstream_nb.cluster.records import Headers
 from kstream_nb.processor.api import Change, Processor, ProcessorContext, Record, ValueAndTimestamp
-from kstream_nb.processor.node import Entry, Fail, NodeContext
+from kstream_nb.processor.node import Entry, FusedProcessor, NodeContext
 from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.versioned import PUT_RETURN_CODE_NOT_PUT, PUT_RETURN_CODE_VALID_TO_UNDEFINED, is_versioned
 
@@ -241,15 +241,10 @@ class KTableMapValues(Processor):
         self.context.forward(record.with_value(type(change)(new, old)))
 
 
-class KTableToStream(Processor):
+class KTableToStream(FusedProcessor):
     """Turns table changes into a stream of new values (deletes as None values)."""
 
-    context: NodeContext
-
-    def process(self, record: Record) -> None:
-        self.context.forward(record.with_value(record.value.new_value))
-
-    def fuse(self, downstream: Entry, fail: Fail) -> Entry:
+    def fuse(self, downstream: Entry) -> Entry:
         def to_stream(key: Any, change: Change) -> None:
             downstream(key, change.new_value)
 

@@ -119,7 +119,7 @@ class TopicExtractorSink(Processor):
             if self._task.production_failed(topic, e):
                 return
             raise
-        partition = chosen_partition(self.partitioner, self._task, topic, record)
+        partition = chosen_partition(self.partitioner, self._task, topic, record.key, record.value)
         self._task.send(topic, key_bytes, value_bytes, record.timestamp, record.headers, partition)
 
     def process_batch(self, batch: RecordBatch) -> None:

@@ -9,11 +9,10 @@ arithmetic with null is null; comparisons with null are False except ``!=``; ``&
 False). Nothing from ``kstream_nb.processor.expressions`` computes an expected value. Where pandas has
 the same semantics, the output is also compared with pandas' own result on the same DataFrame.
 
-Records come from ``random.Random(seed)`` (fixed seeds) and enter in six ways:
+Records come from ``random.Random(seed)`` (fixed seeds) and enter in five ways:
 
 - ``records-json``/``records-pickle``: piped one by one into a ``TopologyTestDriver`` (fused chains),
   with the JSON serde (NaN and +-inf travel as null) or a pickle serde (values exactly as computed);
-- ``records-unfused-pickle``: the same with ``node.FUSION`` off (each processor's ``process``);
 - ``columnar-json``/``columnar-pickle``: the DataFrame of the records handed to the driver's task as one
   columnar batch (what a consumer fetches after ``ks.produce(frame)``), so that the processors run
   ``process_batch`` (a batch falling back to records fails the test);
@@ -812,7 +811,6 @@ class Mode:
     name: str
     columnar: bool
     serde: Serde
-    fused: bool = True
     app: bool = False
 
     @property
@@ -826,7 +824,6 @@ class Mode:
 MODES = [
     Mode("records-json", False, serde_from("json")),
     Mode("records-pickle", False, PICKLE),
-    Mode("records-unfused-pickle", False, PICKLE, fused=False),
     Mode("columnar-json", True, serde_from("json")),
     Mode("columnar-pickle", True, PICKLE),
     Mode("app-columnar-json", True, serde_from("json"), app=True),
@@ -850,7 +847,6 @@ def run(
     for topic, end in ends.items():
         end.to(topic)
     topology = b.build()
-    monkeypatch.setattr(node_module, "FUSION", mode.fused)
     if mode.columnar:
         # every processor here has a batch path: a batch handed on record by record is a failure
         def no_unbatch(*args: Any) -> None:

@@ -1,7 +1,7 @@
-"""Fused chains of stateless processors (``ProcessorNode.entry``) behave exactly like the record path.
+"""Fused chains of built-ins (``ProcessorNode.entry``): outputs, timestamps, headers, errors and metrics.
 
-Each topology runs twice, with ``node.FUSION`` on and off (off: every node gets a Record and forwards
-it record at a time, as before fusion), and the outputs, errors and metrics must be the same.
+The built-ins are written once, as fused steps; these tests check what users see of them: with Processor
+API nodes, branches and merges in the chain, aggregations, column batches and bad records.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
-from kstream_nb.processor import node as node_module
 from kstream_nb.processor.api import Record
 from kstream_nb.processor.stream_stateless import KStreamMapValues
 from kstream_nb.runtime.test_driver import TestRecord
@@ -23,26 +22,11 @@ from kstream_nb.runtime.test_driver import TestRecord
 HEADERS = (("trace", b"t1"),)
 
 
-@pytest.fixture(params=[True, False], ids=["fused", "unfused"])
-def fusion(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    monkeypatch.setattr(node_module, "FUSION", request.param)
-    return bool(request.param)
-
-
 @pytest.fixture
 def url() -> Iterator[str]:
     address = f"memory://fusion-{uuid.uuid4().hex}"
     yield address
     reset_cluster(address)
-
-
-def _both_ways(run: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``run()`` with fusion on, then off."""
-    results = []
-    for on in (True, False):
-        monkeypatch.setattr(node_module, "FUSION", on)
-        results.append(run())
-    return results[0], results[1]
 
 
 class Restamp(ks.Processor):
@@ -95,10 +79,8 @@ def _run_mixed() -> tuple[dict[str, list[TestRecord]], list[tuple[Any, ...]]]:
     return out, seen
 
 
-def test_mixed_topology_with_branches_merge_and_a_processor_node_gives_the_same_outputs(monkeypatch) -> None:
-    fused, unfused = _both_ways(_run_mixed, monkeypatch)
-    assert fused == unfused
-    out, seen = fused
+def test_mixed_topology_with_branches_merge_and_a_processor_node() -> None:
+    out, seen = _run_mixed()
     assert all(out.values()) and seen
     # a Processor API node inside the chain still forwards its own timestamp, key and headers downstream
     first_one = out["ones"][0]
@@ -158,10 +140,8 @@ def _run_aggregations(cache_bytes: int) -> tuple[dict[str, list[TestRecord]], in
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20], ids=["every-update", "cached"])
-def test_aggregations_give_the_same_updates_timestamps_and_drops_fused_and_not(monkeypatch, cache_bytes) -> None:
-    fused, unfused = _both_ways(lambda: _run_aggregations(cache_bytes), monkeypatch)
-    assert fused == unfused
-    out, dropped = fused
+def test_aggregations_give_their_updates_timestamps_and_drops(cache_bytes) -> None:
+    out, dropped = _run_aggregations(cache_bytes)
     assert dropped == 3 * 2  # the null key and the null value, in each of the three aggregations
     if cache_bytes == 0:
         assert [(r.key, r.value, r.timestamp, r.headers) for r in out["counts"]] == [
@@ -197,7 +177,7 @@ def test_a_count_read_as_a_stream_creates_no_record_objects(records_created) -> 
         (lambda g: g.reduce(lambda agg, v: agg + 1 / v), "KSTREAM-REDUCE-"),
     ],
 )
-def test_errors_in_an_aggregation_name_it_and_the_record(fusion, build, processor) -> None:
+def test_errors_in_an_aggregation_name_it_and_the_record(build, processor) -> None:
     b = ks.StreamsBuilder()
     build(b.stream("in").group_by_key()).to_stream().to("out")
     with ks.TopologyTestDriver(b.build(), {"statestore_cache_max_bytes": 0}) as d:
@@ -211,7 +191,7 @@ def test_errors_in_an_aggregation_name_it_and_the_record(fusion, build, processo
     assert isinstance(e.__cause__, ZeroDivisionError)
 
 
-def test_a_processor_api_node_in_a_fused_chain_gets_records_and_forwards(fusion) -> None:
+def test_a_processor_api_node_in_a_fused_chain_gets_records_and_forwards() -> None:
     b = ks.StreamsBuilder()
     (
         b.stream("in")
@@ -236,7 +216,7 @@ class Doubling(KStreamMapValues):
         self.forward(record.with_value(record.value * 2))
 
 
-def test_a_subclass_of_a_built_in_keeps_its_own_process(fusion) -> None:
+def test_a_subclass_of_a_built_in_keeps_its_own_process() -> None:
     t = (
         ks.Topology()
         .add_source("src", "in")
@@ -246,6 +226,30 @@ def test_a_subclass_of_a_built_in_keeps_its_own_process(fusion) -> None:
     with ks.TopologyTestDriver(t) as d:
         d.create_input_topic("in").pipe_value_list([1, 2])
         assert d.create_output_topic("out").read_values_to_list() == [2, 4]
+
+
+class DoublingFirst(KStreamMapValues):
+    """A subclass of a built-in whose ``process`` runs the built-in's own (fused) step on a Record."""
+
+    def process(self, record: ks.Record) -> None:
+        super().process(record.with_value(record.value * 2))
+
+
+def test_a_subclass_of_a_built_in_can_run_the_built_in_on_a_record() -> None:
+    t = (
+        ks.Topology()
+        .add_source("src", "in")
+        .add_processor("double", lambda: DoublingFirst(lambda v: v + 100), "src")
+        .add_sink("sink", "out", "double")
+    )
+    with ks.TopologyTestDriver(t) as d:
+        i = d.create_input_topic("in")
+        i.pipe_value_list([1, 2])
+        assert d.create_output_topic("out").read_values_to_list() == [102, 104]
+        with pytest.raises(ks.ProcessingError) as err:
+            i.pipe_input("k", "x", timestamp=5)
+    assert (err.value.processor, err.value.offset) == ("double", 2)
+    assert isinstance(err.value.__cause__, TypeError)
 
 
 @pytest.mark.parametrize(
@@ -267,7 +271,7 @@ def test_a_subclass_of_a_built_in_keeps_its_own_process(fusion) -> None:
         (lambda s: s.process(Passing, name="api").map_values(lambda v: 1 / v, name="after").to("out"), "after"),
     ],
 )
-def test_errors_in_fused_steps_name_their_processor_and_record(fusion, build, processor) -> None:
+def test_errors_in_fused_steps_name_their_processor_and_record(build, processor) -> None:
     b = ks.StreamsBuilder()
     build(b.stream("in"))
     with ks.TopologyTestDriver(b.build()) as d:
@@ -297,7 +301,7 @@ class Passing(ks.Processor):
         self.context.forward(record)
 
 
-def test_a_failing_generator_forwards_what_it_yielded_first(fusion) -> None:
+def test_a_failing_generator_forwards_what_it_yielded_first() -> None:
     def values(v: int) -> Iterator[int]:
         yield v
         raise ValueError("half way")
@@ -311,7 +315,7 @@ def test_a_failing_generator_forwards_what_it_yielded_first(fusion) -> None:
     assert err.value.processor == "gen"
 
 
-def test_production_handler_continue_in_a_fused_sink_skips_the_record(fusion) -> None:
+def test_production_handler_continue_in_a_fused_sink_skips_the_record() -> None:
     b = ks.StreamsBuilder()
     b.stream("in").map_values(lambda v: object() if v == 2 else v).to("out")
     with ks.TopologyTestDriver(b.build(), {"default_production_exception_handler": "continue"}) as d:
@@ -337,7 +341,7 @@ def _run_app(url: str, topology: ks.Topology, feed: Callable[[str], None], outpu
     return result
 
 
-def test_columnar_batches_then_record_steps_give_the_same_outputs(url, monkeypatch) -> None:
+def test_columnar_batches_then_record_steps(url) -> None:
     frame = pd.DataFrame({"key": [f"c{i % 5}" for i in range(300)], "amount": range(300), "qty": [2] * 300})
 
     def topology() -> ks.Topology:
@@ -351,12 +355,8 @@ def test_columnar_batches_then_record_steps_give_the_same_outputs(url, monkeypat
     def feed(servers: str) -> None:
         ks.produce("orders", frame, bootstrap_servers=servers, partitions=2)
 
-    def run() -> dict[str, Any]:
-        return _run_app(url, topology(), feed, ["columnar-out", "record-out"])
-
-    fused, unfused = _both_ways(run, monkeypatch)
-    assert fused == unfused
-    assert len(fused["record-out"]) == len([a for a in range(200) if (2 * a) % 3 == 0])
+    out = _run_app(url, topology(), feed, ["columnar-out", "record-out"])
+    assert len(out["record-out"]) == len([a for a in range(200) if (2 * a) % 3 == 0])
 
 
 def test_a_bad_record_fails_only_when_reached(url) -> None:
@@ -417,11 +417,9 @@ def _run_two_topics() -> tuple[list[TestRecord], int, int]:
         return out, task.skipped_deserialization, task.processed_total
 
 
-def test_a_task_reading_two_topics_gives_the_same_outputs_and_skips_bad_records(monkeypatch) -> None:
+def test_a_task_reading_two_topics_skips_bad_records() -> None:
     """Two input topics: records are picked one at a time by timestamp (``_process_head``)."""
-    fused, unfused = _both_ways(_run_two_topics, monkeypatch)
-    assert fused == unfused
-    out, skipped, processed = fused
+    out, skipped, processed = _run_two_topics()
     assert (skipped, processed) == (1, 12)
     assert out == [
         TestRecord("k0-0", 0, 0, HEADERS),
