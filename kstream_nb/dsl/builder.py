@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream_nb.state.builders import Stores
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
+from kstream_nb.topology.naming import repartition_topic
 from kstream_nb.topology.topology import Topology, default_name_factory
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class StreamsBuilder:
         generated = self.new_name("KSTREAM-SINK"), self.new_name("KSTREAM-FILTER"), self.new_name("KSTREAM-SOURCE")
         if _GENERATED.fullmatch(base):
             return generated
-        topic = f"{base}-repartition"
+        topic = repartition_topic(base)
         return f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:

@@ -34,6 +34,7 @@ from kstream_nb.errors import TopologyError
 from kstream_nb.processor.stream_aggregate import KStreamAggregate
 from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.windows import SessionWindows
+from kstream_nb.topology.naming import repartition_topic
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -106,10 +107,10 @@ class CogroupedKStream:
                 stream = grouped._stream
                 if stream.repartition_required:
                     base = grouped.name or store_name
-                    if f"{base}-repartition" in topology.repartition_topics:
+                    if repartition_topic(base) in topology.repartition_topics:
                         raise TopologyError(
-                            f"cogroup: repartition topic {base + '-repartition'!r} already exists; when more than "
-                            "one cogrouped stream changed its key, name them: group_by_key(name=...)"
+                            f"cogroup: repartition topic {repartition_topic(base)!r} already exists; when more "
+                            "than one cogrouped stream changed its key, name them: group_by_key(name=...)"
                         )
                     stream = stream._through_internal(base, None, None, grouped.key_serde, grouped.value_serde)
                 parent = self._parents[ident] = stream.node

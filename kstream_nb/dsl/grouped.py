@@ -10,6 +10,7 @@ from kstream_nb.dsl.ktable import KTable
 from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.stream_aggregate import KStreamAggregate, KStreamReduce
 from kstream_nb.processor.table_aggregate import KTableAggregate, KTableReduce
+from kstream_nb.topology.naming import repartition_topic
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -137,7 +138,7 @@ class KGroupedTable:
         # Kafka's KGroupedTableImpl: the store (KTABLE-AGGREGATE-STATE-STORE, reduce too), the repartition's sink
         # and source, then the aggregation node
         store_name = store or builder.new_name("KTABLE-AGGREGATE-STATE-STORE")
-        topic = f"{self.name or store_name}-repartition"
+        topic = repartition_topic(self.name or store_name)
         topology.add_repartition_topic(topic)
         inner = serde_from(self.value_serde) if self.value_serde is not None else JsonSerde()
         sink, source = builder.new_name("KSTREAM-SINK"), builder.new_name("KSTREAM-SOURCE")

@@ -11,6 +11,7 @@ from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.sink import StreamPartitioner
 from kstream_nb.processor.topic_extractor_sink import TopicNameExtractor
+from kstream_nb.topology.naming import repartition_topic
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder
@@ -224,7 +225,7 @@ class KStream:
         key_serde: Any,
         value_serde: Any,
     ) -> KStream:
-        topic = f"{base}-repartition"
+        topic = repartition_topic(base)
         if topic in self._builder.topology.repartition_topics:
             raise TopologyError(f"repartition topic {topic!r} already exists: give the operation another name")
         self._builder.topology.add_repartition_topic(topic, partitions)

@@ -66,6 +66,7 @@ import kstream_nb
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.topic_io import read_topic
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
+from kstream_nb.topology.naming import is_internal_topic
 
 log = logging.getLogger("kstream_nb.comm")
 
@@ -277,7 +278,7 @@ class PanelHandler:
                     "beginning_offsets": list(d.beginning_offsets),
                     "end_offsets": list(d.end_offsets),
                     "records": sum(max(0, e - b) for b, e in zip(d.beginning_offsets, d.end_offsets)),
-                    "internal": name.endswith("-changelog") or name.endswith("-repartition"),
+                    "internal": is_internal_topic(name),
                 }
             )
         return {"bootstrap": bootstrap, "topics": topics}

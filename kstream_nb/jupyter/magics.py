@@ -44,6 +44,7 @@ from kstream_nb.jupyter.refresher import stop_all_refreshers
 from kstream_nb.jupyter.reprs import register_formatters
 from kstream_nb.jupyter.widgets import SHOW_ALL, AssignmentView, Dashboard, JoinTable, TopologyGraph
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
+from kstream_nb.topology.naming import is_internal_topic
 
 DEFAULT_BOOTSTRAP = "memory://"
 STOP_TIMEOUT_S = 30.0
@@ -159,11 +160,7 @@ def reset_app(name: str, bootstrap_servers: str = DEFAULT_BOOTSTRAP) -> list[str
     if any(a.application_id == name for a in running_apps()):
         raise UsageError(f"kstream app {name!r} is running; stop it first (%kstream stop {name})")
     admin = connect(bootstrap_servers).admin()
-    internal = [
-        t
-        for t in admin.list_topics()
-        if t.startswith(f"{name}-") and (t.endswith("-changelog") or t.endswith("-repartition"))
-    ]
+    internal = [t for t in admin.list_topics() if is_internal_topic(t, name)]
     if internal:
         admin.delete_topics(internal)
     removed = [f"topic {t}" for t in internal]
@@ -398,7 +395,7 @@ class KStreamMagics(Magics):
         rows = []
         for name in sorted(admin.list_topics()):
             d = admin.describe_topic(name)
-            internal = name.endswith("-changelog") or name.endswith("-repartition")
+            internal = is_internal_topic(name)
             if internal and not args.internal:
                 continue
             rows.append(

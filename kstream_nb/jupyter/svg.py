@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from kstream_nb.topology.naming import changelog_topic
+
 BOX_W, BOX_H = 196, 34
 COL_W, ROW_H = 214, 64
 PAD, HEADER = 14, 26
@@ -81,7 +83,7 @@ def _layout_sub(sub: dict[str, Any], repartition: set[str], changelog: set[str],
             if f"store:{store}" not in out.items:
                 note = ""
                 if store in changelog:
-                    note = f"{app_id}-{store}-changelog" if app_id else "+ changelog topic"
+                    note = changelog_topic(app_id, store) if app_id else "+ changelog topic"
                 out.items[f"store:{store}"] = _Item(f"store:{store}", "store", store, row, note=note)
             out.edges.append((f"node:{name}", f"store:{store}", True))
         for child in node.get("successors", []):

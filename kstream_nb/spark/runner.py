@@ -56,6 +56,7 @@ from kstream_nb.spark.result import BacktestOutput, BacktestResult, BacktestStor
 from kstream_nb.spark.session import spark_session
 from kstream_nb.spark.source import read_topic, to_epoch_ms
 from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.topology.naming import changelog_topic
 from kstream_nb.topology.topology import SinkSpec, SubTopology, Topology
 
 OUTPUT_DDL = (
@@ -183,7 +184,7 @@ def backtest(
                 override = (output_partitions or {}).get(spec.topic)
                 existing = admin.partition_count(spec.topic) if override is None and admin is not None else None
                 counts[spec.topic] = override or existing or 1
-    changelogs = frozenset(f"{application_id}-{store}-changelog" for store in topology.store_builders)
+    changelogs = frozenset(changelog_topic(application_id, store) for store in topology.store_builders)
     global_records = _global_records(topology, bootstrap_servers, archives, client_config)
 
     # ---- input records -------------------------------------------------------------------------------
