@@ -11,25 +11,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kstream_nb.cluster.base import Admin, Cluster
-from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition
+from kstream_nb.cluster.base import Cluster
+from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import BrokerUnavailableError, StreamsError, TransactionError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.broker_health import BrokerHealth
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
-from kstream_nb.runtime.restore import restore_task
+from kstream_nb.runtime.record_collector import ProducerCollector
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask
-from kstream_nb.runtime.task_id import TaskId
+from kstream_nb.runtime.task_manager import TaskManager, wall_clock_ms
 from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
-
-if TYPE_CHECKING:
-    from kstream_nb.cluster.base import Producer
 
 log = logging.getLogger("kstream_nb.thread")
 
@@ -39,90 +36,6 @@ GROUP_HEARTBEAT_S = 1.0
 #: one (librdkafka rejoins by itself once its metadata refresh sees a new topic; a topic that a metadata
 #: answer left out for a moment brings no such rejoin)
 PENDING_TASKS_REBALANCE_S = 20.0
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class ProducerCollector:
-    """Sends a thread's output through its producer: record by record when the producer takes them so
-    (Kafka: librdkafka copies and batches), else, or with ``hold``, the records since the last ``flush``.
-
-    Caches the partition counts of output topics.
-    """
-
-    def __init__(self, producer: Producer, admin: Admin, hold: bool = False) -> None:
-        self.admin = admin
-        self._counts: dict[str, int] = {}
-        self._pending: dict[str, list[tuple[bytes | None, bytes | None, int | None, Headers, int | None]]] = {}
-        #: exactly-once on Kafka: every record waits for ``flush`` (see ``StreamThread._commit_transaction``)
-        self.hold = hold
-        self.use(producer)
-
-    def use(self, producer: Producer) -> None:
-        """Sends through ``producer`` from now on (a fenced transactional producer is replaced)."""
-        self.producer = producer
-        direct = None if self.hold else producer.sender()
-        #: whether sent bytes are copied at once (they need not be compact: see ``Serde.serializer``)
-        self.copies_on_send = direct is not None
-        if direct is not None:
-            self.send = direct  # type: ignore[method-assign,assignment]
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int | None,
-        headers: Headers,
-        partition: int | None,
-    ) -> None:
-        pending = self._pending.get(topic)
-        if pending is None:
-            pending = self._pending[topic] = []
-        pending.append((key, value, timestamp, headers, partition))
-
-    def abort(self) -> None:
-        """Drops the buffered records (an exactly-once transaction that did not commit)."""
-        self._pending = {}
-
-    def flush(self) -> None:
-        """Hands the buffered records to the producer (in order, per topic)."""
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, {}
-        for topic, records in pending.items():
-            self.producer.send_batch(topic, records)
-
-    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
-        if self.admin.partition_count(topic) is None:
-            self.admin.create_topics([_spec(topic)], exist_ok=True)
-        if self.hold:  # held like any other record until the transaction's commit
-            self._pending.setdefault(topic, []).extend(batch.serialized(topic, partition))
-            return
-        self.flush()
-        self.producer.send_columnar(topic, batch, partition)
-
-    def topic_exists(self, topic: str) -> bool:
-        """Whether the cluster has ``topic`` (never creates it)."""
-        return topic in self._counts or self.admin.partition_count(topic) is not None
-
-    def partition_count(self, topic: str) -> int:
-        count = self._counts.get(topic)
-        if count is None:
-            count = self.admin.partition_count(topic)
-            if count is None:
-                self.admin.create_topics([_spec(topic)], exist_ok=True)
-                count = self.admin.partition_count(topic) or 1
-            self._counts[topic] = count
-        return count
-
-
-def _spec(topic: str) -> Any:
-    from kstream_nb.cluster.base import TopicSpec
-
-    return TopicSpec(topic, 1)
 
 
 class _StopWhileBlocked(BaseException):
@@ -183,8 +96,6 @@ class StreamThread(threading.Thread):
         restore_config = {**config.client_config, **committed_only}
         self.restore_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-restore"})
         self.standby_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-standby"})
-        self.standbys: dict[str, StandbyTask] = {}
-        self._suspended: dict[str, StreamTask] = {}
         producer_config: dict[str, Any] = {"client.id": client, **config.client_config}
         if self._transactions:
             producer_config.setdefault("transaction.timeout.ms", 10_000)  # Kafka Streams' default under EOS
@@ -202,8 +113,17 @@ class StreamThread(threading.Thread):
         self.producer.on_queue_full = self._queue_full
         # exactly-once sends a transaction's records right before its commit (see _commit_transaction)
         self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
-        self.tasks: dict[str, StreamTask] = {}
-        self._by_partition: dict[TopicPartition, StreamTask] = {}
+        self.task_manager = TaskManager(
+            topology,
+            config,
+            self.collector,
+            self.admin,
+            self.consumer,
+            self.restore_consumer,
+            self.standby_consumer,
+            self.global_stores,
+            lambda: self.error is not None,
+        )
         self._shutdown = threading.Event()
         self.state = ThreadState.CREATED
         self.error: BaseException | None = None
@@ -217,15 +137,12 @@ class StreamThread(threading.Thread):
         self.pending_tasks: list[str] = []
         self._pending_since = 0.0
         self.group_view: dict[str, Any] = {}
-        self.restored_records = 0
-        self.restore_progress: dict[str, tuple[int, int]] = {}
         self.poll_total = 0
         self.commit_total = 0
         self.process_time_s = 0.0
         self.rate = 0.0
         self._rate_sample = (time.monotonic(), 0)
         self._last_commit = time.monotonic()
-        self._closed_processed = 0
         self._prev_tasks: list[str] = []
         self._client_id = client
         self._assigned_ms = 0
@@ -252,7 +169,25 @@ class StreamThread(threading.Thread):
 
     @property
     def processed_total(self) -> int:
-        return sum(t.processed_total for t in list(self.tasks.values())) + self._closed_processed
+        return self.task_manager.processed_total
+
+    @property
+    def tasks(self) -> dict[str, StreamTask]:
+        """The active tasks, by id."""
+        return self.task_manager.tasks
+
+    @property
+    def standbys(self) -> dict[str, StandbyTask]:
+        return self.task_manager.standbys
+
+    @property
+    def restored_records(self) -> int:
+        return self.task_manager.restored_records
+
+    @property
+    def restore_progress(self) -> dict[str, tuple[int, int]]:
+        """Task id -> (changelog offsets restored, to restore)."""
+        return self.task_manager.restore_progress
 
     # ---- rebalance callbacks (run inside poll, on this thread) ---------------------------------
 
@@ -268,7 +203,7 @@ class StreamThread(threading.Thread):
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         if self.error is not None:
-            self._close_tasks(clean=False)
+            self.task_manager.close_tasks(clean=False)
             return
         self._commit(force=True)
         if self._exactly_once and (
@@ -280,14 +215,10 @@ class StreamThread(threading.Thread):
             # that is to be aborted, so the tasks are closed dirty and built again from their changelogs,
             # as Kafka Streams does, instead of being suspended with them
             self._transaction_corrupted = self._transactions
-            self._close_tasks(clean=False)
+            self.task_manager.close_tasks(clean=False)
             return
         # suspend rather than close: a task assigned back to this thread keeps its stores (no restore)
-        for task in self.tasks.values():
-            task.suspend()
-        self._suspended.update(self.tasks)
-        self.tasks = {}
-        self._by_partition = {}
+        self.task_manager.suspend_all()
 
     def on_partitions_assigned(self, partitions: set[TopicPartition], userdata: Any) -> None:
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
@@ -297,20 +228,16 @@ class StreamThread(threading.Thread):
         self.pending_tasks = list(userdata.get("pending_tasks", []))
         self._pending_since = time.monotonic()
         self.group_view = dict(userdata.get("all", {}))
-        subs = {s.id: s for s in self.topology.subtopologies()}
         active = userdata.get("active", {})
-        for task_id in [t for t in self._suspended if t not in active]:
-            self._close_task(self._suspended.pop(task_id))
+        self.task_manager.close_unassigned_suspended(active)
         if "layout" in userdata:  # the members place standbys themselves: keep them until the next placement
             self._task_layout = {tid: (p, n) for tid, (p, n) in userdata["layout"].items()}
             self._stateful_tasks = set(userdata.get("stateful", ()))
             wanted = set(self.standbys) & self._stateful_tasks
         else:
             wanted = set(userdata.get("standby", ()))
-        warm = self._update_standbys(wanted, set(active), subs)
-        for task_id, tps in active.items():
-            resumed = self._suspended.pop(task_id, None)
-            self._add_task(resumed or self._create_task(task_id, tps, warm.get(task_id)), tps)
+        warm = self.task_manager.update_standbys(wanted, set(active))
+        self.task_manager.assign(active, warm)
         self._prev_tasks = sorted(self.tasks)
         log.info("%s assigned active tasks %s, standby tasks %s, pending tasks %s", self.name, self._prev_tasks,
                  sorted(self.standbys), self.pending_tasks)  # fmt: skip
@@ -318,21 +245,6 @@ class StreamThread(threading.Thread):
         if self.group_members is not None:
             self._publish_member()
         self._set_state(ThreadState.RUNNING)
-
-    # ---- standby tasks: warm copies of other instances' stores ----------------------------------
-
-    def _update_standbys(self, wanted: set[str], active: set[str], subs: dict[int, Any]) -> dict[str, StandbyTask]:
-        """Keeps the standby tasks the group gave this thread; returns those now becoming active (warm)."""
-        promoted = {tid: self.standbys.pop(tid) for tid in list(self.standbys) if tid in active}
-        for tid in [t for t in self.standbys if t not in wanted]:
-            self.standbys.pop(tid).close()
-        for tid in wanted - set(self.standbys) - active:
-            sub_id, partition = TaskId.parse(tid)
-            self.standbys[tid] = StandbyTask(
-                StreamTask(tid, subs[sub_id], partition, self.topology, self.config, self.collector, wall_clock_ms)
-            )
-        self._assign_standby_consumer()
-        return promoted
 
     def _publish_member(self) -> None:
         assert self.group_members is not None
@@ -373,8 +285,7 @@ class StreamThread(threading.Thread):
             # a task whose instance just left has no owner until the group rebalances: keep its warm copy
             wanted |= {tid for tid in self.standbys if tid not in owners}
             if wanted - set(self.tasks) != set(self.standbys):
-                subs = {s.id: s for s in self.topology.subtopologies()}
-                self._update_standbys(wanted, set(self.tasks), subs)
+                self.task_manager.update_standbys(wanted, set(self.tasks))
         self._publish_member()
 
     def _follow_up_pending_tasks(self) -> None:
@@ -385,95 +296,6 @@ class StreamThread(threading.Thread):
                  self.pending_tasks)  # fmt: skip
         self._pending_since = time.monotonic()
         self.consumer.request_rebalance()
-
-    def _assign_standby_consumer(self) -> None:
-        positions = {tp: off for sb in self.standbys.values() for tp, off in sb.positions.items()}
-        changelogs = {tp for sb in self.standbys.values() for tp in sb.changelogs}
-        existing = {tp for tp in changelogs if self.admin.partition_count(tp.topic) is not None}
-        self.standby_consumer.assign(existing)
-        begins = self.admin.beginning_offsets(existing) if existing else {}
-        for tp in existing:
-            self.standby_consumer.seek(tp, positions.get(tp, begins[tp]))
-
-    def _update_standby_stores(self) -> None:
-        if not self.standbys:
-            return
-        by_changelog = {tp: sb for sb in self.standbys.values() for tp in sb.changelogs}
-        if set(by_changelog) - self.standby_consumer.assignment():
-            self._assign_standby_consumer()  # a changelog topic appeared since the assignment
-        for batch in self.standby_consumer.poll(0):
-            tp = TopicPartition(batch.topic, batch.partition)
-            standby = by_changelog.get(tp)
-            if standby is not None:
-                standby.apply(tp, batch)
-
-    def _create_task(self, task_id: str, tps: Any, warm: StandbyTask | None = None) -> StreamTask:
-        """A new active task with its stores restored (from a warm standby's position when there is one)."""
-        sub_id, partition = TaskId.parse(task_id)
-        task = StreamTask(
-            task_id,
-            next(s for s in self.topology.subtopologies() if s.id == sub_id),
-            partition,
-            self.topology,
-            self.config,
-            self.collector,
-            wall_clock_ms,
-            [TopicPartition(*tp) for tp in tps],
-            self.global_stores,
-        )
-        try:
-            start = warm.adopt_into(task) if warm is not None else None
-            self.restored_records += restore_task(
-                task,
-                self.restore_consumer,
-                self.admin,
-                lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
-                start_offsets=start,
-            )
-            task.restore_metadata(self.consumer.committed_metadata([TopicPartition(*tp) for tp in tps]))
-            task.initialize()
-        except BaseException:
-            # the task never joined self.tasks: close its stores here, then fail the thread
-            try:
-                task.close()
-            except Exception:
-                log.exception("closing task %s after a failed start failed", task_id)
-            raise
-        return task
-
-    def _add_task(self, task: StreamTask, tps: Any) -> None:
-        # lag and idleness count from where the group committed, not from the partition's start
-        task_tps = [TopicPartition(*tp) for tp in tps]
-        task.set_start_offsets(
-            {tp: off for tp, off in self.consumer.committed(task_tps).items() if off is not None}
-        )
-        self.tasks[task.task_id] = task
-        for tp in task_tps:
-            self._by_partition[tp] = task
-
-    def _write_checkpoint(self, task: StreamTask) -> None:
-        changelogs = task.persistent_changelogs()
-        if changelogs:
-            task.write_checkpoint(self.admin.end_offsets(changelogs))
-
-    def _close_task(self, task: StreamTask, clean: bool = True) -> None:
-        self._closed_processed += task.processed_total
-        if self._exactly_once and clean and self.error is None:
-            try:
-                self._write_checkpoint(task)  # committed and closing cleanly: the stores match the changelog
-            except Exception:
-                log.exception("writing the checkpoint of task %s failed", task.task_id)
-        try:
-            task.close()
-        except Exception:
-            log.exception("closing task %s failed", task.task_id)
-
-    def _close_tasks(self, clean: bool) -> None:
-        for task in [*self.tasks.values(), *self._suspended.values()]:
-            self._close_task(task, clean)
-        self.tasks = {}
-        self._suspended = {}
-        self._by_partition = {}
 
     # ---- the loop ------------------------------------------------------------------------------
 
@@ -516,8 +338,7 @@ class StreamThread(threading.Thread):
             pending = any(t.buffered() for t in self.tasks.values())
             batches = self.consumer.poll(0 if pending else poll_s, config.max_poll_records)
             self.poll_total += 1
-            for batch in batches:
-                self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
+            self.task_manager.add_records(batches)
             self.broker.watch()
             start = time.perf_counter()
             # while the broker is away (or a transaction's commit is still to be retried), outputs cannot be
@@ -528,7 +349,7 @@ class StreamThread(threading.Thread):
                 task.punctuate()
             if not self._exactly_once:
                 self._publish()
-            self._update_standby_stores()
+            self.task_manager.update_standby_stores()
             self._maintain_group()
             self._follow_up_pending_tasks()
             self.process_time_s += time.perf_counter() - start
@@ -614,7 +435,7 @@ class StreamThread(threading.Thread):
         for task, task_offsets in per_task:
             task.mark_committed(task_offsets)
             if not self._exactly_once:
-                self._write_checkpoint(task)
+                self.task_manager.write_checkpoint(task)
         self._last_commit = time.monotonic()
 
     #: how long a commit waits for the broker (the producer's acknowledgements, a transactional call) before
@@ -710,14 +531,14 @@ class StreamThread(threading.Thread):
                     sorted(self.tasks))  # fmt: skip
         corrupted = list(self.tasks.items())
         for _, task in corrupted:
-            self._close_task(task, clean=False)
+            self.task_manager.close_task(task, clean=False)
         # what closing the stores wrote (caches, held changes) belongs to the aborted transaction
         self.collector.abort()
         self.producer.abort_transaction()
         for task_id, task in corrupted:
             tps = list(task.queues)
             del self.tasks[task_id]
-            self._add_task(self._create_task(task_id, tps), tps)
+            self.task_manager.add_task(self.task_manager.create_task(task_id, tps), tps)
             committed = self.consumer.committed(tps)
             begins = self.admin.beginning_offsets(tps)
             for tp in tps:
@@ -735,7 +556,7 @@ class StreamThread(threading.Thread):
         dirty = self._exactly_once and (self.error is not None or away)
         wait_s = self._CLOSE_AWAY_TIMEOUT_S if away else self._CLOSE_TIMEOUT_S
         try:
-            self._close_tasks(clean=not dirty)
+            self.task_manager.close_tasks(clean=not dirty)
             if dirty:
                 self.collector.abort()  # the open transaction: outputs and changelog writes never appear
                 self.producer.abort_transaction(wait_s)
@@ -749,8 +570,7 @@ class StreamThread(threading.Thread):
                 raise
             log.exception("closing the producer's transaction of %s failed", self.name)
         finally:
-            for standby in self.standbys.values():
-                standby.close()
+            self.task_manager.close_standbys()
             if self.group_members is not None:
                 try:
                     self.group_members.leave(self._client_id)

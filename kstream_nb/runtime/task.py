@@ -15,7 +15,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
 from kstream_nb.errors import DeserializationError, ProcessingError
@@ -25,6 +25,7 @@ from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
+from kstream_nb.runtime.record_collector import RecordCollector
 from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore, task_state_dir
@@ -32,27 +33,6 @@ from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
-
-
-class RecordCollector(Protocol):
-    """Where a task's output goes: sink records, repartition records and changelog records."""
-
-    #: True when the bytes sent are copied at once and never kept (Kafka's producer)
-    copies_on_send: bool
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None: ...
-
-    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
-
-    def partition_count(self, topic: str) -> int: ...
 
 
 class RegisteredStore:

@@ -16,7 +16,7 @@ from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, TopicPartition
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
-from kstream_nb.runtime.stream_thread import ProducerCollector
+from kstream_nb.runtime.record_collector import ProducerCollector
 
 pytestmark = pytest.mark.kafka
 
