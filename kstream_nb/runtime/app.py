@@ -20,23 +20,16 @@ from typing import Any
 
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.errors import IllegalStateError, InvalidStateStoreError, MissingSourceTopicError, StreamsError
-from kstream_nb.processor.suppress import SuppressionBuffer
+from kstream_nb.errors import IllegalStateError, MissingSourceTopicError, StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.client_metrics import client_metrics
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
+from kstream_nb.runtime.store_provider import queryable_store
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.runtime.thread_state import ThreadState
-from kstream_nb.state.builders import WindowStoreBuilder
-from kstream_nb.state.changelogging import StoreMeter
-from kstream_nb.state.query import (
-    CompositeReadOnlyKeyValueStore,
-    CompositeVersionedKeyValueStore,
-    CompositeWindowStore,
-)
-from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.app")
@@ -81,26 +74,6 @@ def _interactive() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
-
-
-def store_metrics(tasks: list[Any]) -> dict[str, dict[str, Any]]:
-    """Per store name: the metering layers' counts summed over the given tasks, the scope and task count."""
-    out: dict[str, dict[str, Any]] = {}
-    for task in tasks:
-        for name, registered in list(task.stores.items()):
-            store = registered.store
-            if not isinstance(store, StoreMeter | SuppressionBuffer):
-                continue
-            metrics = store.metrics()
-            total = out.get(name)
-            if total is None:
-                out[name] = {**metrics, "tasks": 1}
-                continue
-            total["tasks"] += 1
-            for key, value in metrics.items():
-                if isinstance(value, int | float):
-                    total[key] += value
-    return dict(sorted(out.items()))
 
 
 class KafkaStreams:
@@ -553,31 +526,7 @@ class KafkaStreams:
         Key-value stores answer get/range/all/to_pandas; window and session stores fetch/all/to_pandas
         with ``start``/``end`` columns.
         """
-        builder = self.topology.store_builders.get(name)
-        is_global = name in self.topology.global_stores
-        if builder is None and not is_global:
-            known = sorted([*self.topology.store_builders, *self.topology.global_stores])
-            raise InvalidStateStoreError(f"no state store named {name!r} in this topology (stores: {known})")
-
-        def stores() -> list[Any]:
-            if self._state not in (State.RUNNING, State.REBALANCING):
-                return []
-            if is_global:
-                return [self._global_stores.stores[name]] if self._global_stores else []
-            return [
-                t.stores[name].store
-                for th in list(self._threads)
-                for t in list(th.tasks.values())
-                if name in t.stores
-            ]
-
-        if isinstance(builder, WindowStoreBuilder):
-            return CompositeWindowStore(name, stores)
-        if getattr(builder, "versioned", False):  # get(key) and get(key, as_of_timestamp)
-            return CompositeVersionedKeyValueStore(name, stores)
-        if is_global or isinstance(builder, TimestampedKeyValueStoreBuilder):
-            return CompositeReadOnlyKeyValueStore(name, lambda: [PlainValueView(s) for s in stores()])
-        return CompositeReadOnlyKeyValueStore(name, stores)
+        return queryable_store(self, name)
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:
         """Thread name -> task id -> partitions, for this instance's active tasks."""
@@ -618,41 +567,7 @@ class KafkaStreams:
     def metrics(self) -> dict[str, Any]:
         """Processed records, rate, latency, lag per partition, dropped records, restore progress, and per
         state store the operation counts of this instance's tasks (``"stores"``)."""
-        threads = list(self._threads) + list(self._finished_threads)
-        tasks = [t for th in list(self._threads) for t in list(th.tasks.values())]
-        processed = sum(th.processed_total for th in threads)
-        process_time = sum(th.process_time_s for th in threads)
-        # while the broker is away, nothing that asks it (lag, topics) is measured
-        unreachable = any(th.broker_unreachable_since is not None for th in list(self._threads))
-        waiting = self.status is not None or unreachable
-        status = self.status or ("broker unreachable" if unreachable else self._state.value.lower())
-        return {
-            "state": self._state.value,
-            "status": status,
-            "broker-retries": self.broker_retries,
-            "threads": len(self._threads),
-            "tasks": len(tasks),
-            "process-total": processed,
-            "process-rate": sum(th.rate for th in list(self._threads)),
-            "process-latency-avg-ms": (process_time * 1000 / processed) if processed else 0.0,
-            "dropped-records-total": sum(t.dropped_total for t in tasks)
-            + (self._global_stores.dropped_total if self._global_stores else 0),
-            "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
-            "skipped-production-total": sum(t.skipped_production for t in tasks),
-            "commit-total": sum(th.commit_total for th in threads),
-            "lag": {} if waiting else self.lag(),
-            "restored-records-total": sum(th.restored_records for th in threads),
-            "standby-tasks": sum(len(th.standbys) for th in list(self._threads)),
-            "standby-records-applied": sum(
-                sb.applied for th in list(self._threads) for sb in list(th.standbys.values())
-            ),
-            "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},
-            "stores": store_metrics(tasks),
-            "missing-source-topics": self.missing_source_topics()
-            if self._state in (State.REBALANCING, State.RUNNING) and not waiting
-            else [],
-            "error": None if self.error is None else str(self.error),
-        }
+        return client_metrics(self)
 
     def __repr__(self) -> str:
         return f"KafkaStreams({self.application_id!r}, state={self._state.value}, threads={len(self._threads)})"
