@@ -155,7 +155,7 @@ def get_engines(engines: list[str], args: argparse.Namespace, log_dir: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # kstream_nb from this checkout
-    from kstream_nb.cluster.kafka import CONSUMER_DEFAULTS
+    from kstream_nb.cluster.kafka_config import CONSUMER_DEFAULTS
 
     args = parse_args(argv)
     CONSUMER_CONFIG["session.timeout.ms"] = args.session_timeout_ms

@@ -1,37 +1,10 @@
-"""The Kafka consumer (confluent-kafka), and how stream tasks are assigned to the members of a group.
+"""The Kafka consumer (confluent-kafka) behind the cluster contract, as Kafka's KafkaConsumer.
 
-Task assignment
----------------
-
-On the embedded cluster the group leader runs our own ``GroupAssignor`` (``StreamsPartitionAssignor``:
-tasks from the topology, balanced and sticky over all stream threads of all instances). librdkafka
-cannot run a custom assignor written in Python on the group leader, so on Kafka:
-
-1. Before joining, the member creates the internal topics (repartition topics with the partition
-   count of the sub-topology that writes them, compacted changelogs with one partition per task):
-   ``assignor.prepare(partition_counts)``.
-2. It subscribes to every source topic of the topology, user and internal, with librdkafka's
-   **range** assignor (eager protocol: every rebalance revokes everything, then assigns).
-   ``partition.assignment.strategy`` is forced to ``range``.
-3. In the assignment callback the member derives its tasks from the partitions it got:
-   ``assignor.assign_local(partition_counts, partitions, subscription)``. Task ``p`` of a
-   sub-topology reads partition ``p`` of the sub-topology's source topics. The range assignor gives each
-   topic's partitions to the members (sorted by member id) in contiguous ranges computed from the
-   partition count and the number of subscribers only, so topics with the same partition count are split
-   identically: a member that gets partition ``p`` of one of them gets partition ``p`` of all of them.
-   Topics read by the same sub-topology are co-partitioned (same partition count: Kafka Streams'
-   co-partitioning requirement, checked before the app starts, and internal topics are created to
-   match), hence every task lands whole on exactly one member.
-
-Consequences: tasks are balanced per sub-topology (each member gets a contiguous range of partition
-numbers of every topic) but not across sub-topologies, and not sticky (the ranges depend only on the
-member ids); a member only knows its own tasks. A sub-topology that merges topics with different
-partition counts would have its tasks split across members: that is accepted when the sub-topology has
-no state store (each member processes the partitions it got) and refused with an error naming the
-topics otherwise.
-
-``poll`` returns ``FetchedBatch``es of raw columns, grouped per partition in fetch order. Rebalance
-callbacks run inside ``poll`` on the consumer's thread, as with the embedded cluster.
+A group member subscribes with librdkafka's range assignor and derives its tasks from the partitions it
+got (``kafka_assignment.py``); a reader (no group) reads manually assigned partitions. ``poll`` returns
+``FetchedBatch``es of raw columns, grouped per partition in fetch order. Rebalance callbacks run inside
+``poll`` on the consumer's thread, as with the embedded cluster; offsets are committed asynchronously and
+their answers come back through a later ``poll``.
 """
 
 from __future__ import annotations
@@ -40,88 +13,30 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from kstream_nb.cluster.base import Assignment, Consumer, GroupAssignor, RebalanceListener, Subscription
+from kstream_nb.cluster.base import Consumer, GroupAssignor, RebalanceListener, Subscription
+from kstream_nb.cluster.kafka_assignment import LocalGroupAssignor
+from kstream_nb.cluster.kafka_config import as_tp, with_metadata
+from kstream_nb.cluster.kafka_errors import (
+    AUTHENTICATION_ERRORS,
+    BROKER_UNAVAILABLE_ERRORS,
+    MISSING_TOPIC_ERRORS,
+    REBALANCE_ERRORS,
+    authentication_error,
+    error_code,
+)
 from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition
-from kstream_nb.errors import AuthenticationError, BrokerUnavailableError, IllegalStateError, StreamsError
+from kstream_nb.errors import BrokerUnavailableError, IllegalStateError, StreamsError
 
 if TYPE_CHECKING:
     from kstream_nb.cluster.kafka import KafkaCluster
 
 log = logging.getLogger("kstream_nb.kafka")
-
-#: Commit errors that mean "the group moved on": the partitions now belong to another member, which
-#: resumes from the last committed offsets (at-least-once: some records are processed again).
-REBALANCE_ERRORS = frozenset(
-    {
-        KafkaError.REBALANCE_IN_PROGRESS,
-        KafkaError.ILLEGAL_GENERATION,
-        KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.FENCED_INSTANCE_ID,
-        KafkaError._ASSIGNMENT_LOST,
-        KafkaError._NO_OFFSET,
-    }
-)
-#: Consumer errors that only say a subscribed topic does not exist (yet): the app reports missing topics.
-MISSING_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
-#: Errors that say the broker is away for now (down, restarting, not answering in time): retried later.
-BROKER_UNAVAILABLE_ERRORS = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError._MSG_TIMED_OUT,
-        KafkaError._WAIT_COORD,
-        KafkaError._RESOLVE,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.BROKER_NOT_AVAILABLE,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
-
-#: Errors that say the broker refused the client's credentials (wrong SASL password or mechanism) or the
-#: TLS handshake failed (``_SSL``: the broker's certificate is not trusted, no ``ssl.ca.location``; a
-#: broker that goes away mid-handshake is ``_TRANSPORT`` instead). librdkafka reports them through
-#: ``error_cb`` and retries for ever; like Java's clients, kstream_nb fails instead of waiting for a broker
-#: that will never let it in.
-AUTHENTICATION_ERRORS = frozenset(
-    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
-)
-
-
-def authentication_error(bootstrap_servers: str, detail: str) -> AuthenticationError:
-    """The error a client raises when ``bootstrap_servers`` refused its credentials (``detail``: librdkafka's)."""
-    return AuthenticationError(
-        f"authentication with {bootstrap_servers} failed: {detail}; check security.protocol, and sasl.mechanism, "
-        "sasl.username and sasl.password (SASL) or ssl.ca.location (TLS) in client_config"
-    )
-
-
-@runtime_checkable
-class LocalGroupAssignor(Protocol):
-    """A ``GroupAssignor`` that can also run on each member, from the partitions the broker gave it."""
-
-    def prepare(self, partition_counts: Mapping[str, int]) -> None:
-        """Creates what must exist before joining (internal topics), given the existing source topics."""
-
-    def assign_local(
-        self, partition_counts: Mapping[str, int], partitions: set[TopicPartition], subscription: Subscription
-    ) -> Assignment:
-        """This member's assignment (partitions and userdata for the listener) from its partitions."""
-
-
-def _tp(tp: Any) -> TopicPartition:
-    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 class KafkaConsumer(Consumer):
@@ -217,7 +132,7 @@ class KafkaConsumer(Consumer):
             raise StreamsError(
                 f"{type(assignor).__name__} cannot run on a Kafka group: librdkafka assigns partitions with "
                 "its range assignor, and an assignor must derive each member's assignment from its partitions "
-                "(prepare/assign_local, see kstream_nb.cluster.kafka_consumer)"
+                "(prepare/assign_local, see kstream_nb.cluster.kafka_assignment)"
             )
         self._topics = sorted(set(topics))
         self._listener = listener
@@ -306,7 +221,7 @@ class KafkaConsumer(Consumer):
         if self._subscribed:
             raise IllegalStateError("cannot assign: the consumer is subscribed to a group")
         self._manual = True
-        self._assigned = {_tp(tp) for tp in partitions}
+        self._assigned = {as_tp(tp) for tp in partitions}
         self._positions = {tp: off for tp, off in self._positions.items() if tp in self._assigned}
         self._paused &= self._assigned
         if self._assigned:
@@ -437,7 +352,7 @@ class KafkaConsumer(Consumer):
             raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        tp = _tp(partition)
+        tp = as_tp(partition)
         self._check_assigned(tp)
         if offset < 0:
             raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
@@ -457,13 +372,13 @@ class KafkaConsumer(Consumer):
             try:
                 self._consumer.seek(CKTopicPartition(tp.topic, tp.partition, offset))
             except KafkaException as e:
-                if e.args and isinstance(e.args[0], KafkaError) and e.args[0].code() == KafkaError._STATE:
+                if error_code(e) == KafkaError._STATE:
                     continue  # not fetching yet: try again at the next poll
                 raise StreamsError(f"cannot seek {tp} to offset {offset}: {e}") from e
             del self._pending_seeks[tp]
 
     def position(self, partition: TopicPartition) -> int:
-        tp = _tp(partition)
+        tp = as_tp(partition)
         self._check_assigned(tp)
         pos = self._positions.get(tp)
         if pos is not None:
@@ -488,10 +403,10 @@ class KafkaConsumer(Consumer):
     def fetched_position(self, partition: TopicPartition) -> int | None:
         """Where fetching stands in ``partition`` (past the last record or end-of-partition seen), or None
         before anything was fetched; no request to the broker."""
-        return self._positions.get(_tp(partition))
+        return self._positions.get(as_tp(partition))
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = [_tp(tp) for tp in partitions]
+        tps = [as_tp(tp) for tp in partitions]
         for tp in tps:
             self._check_assigned(tp)
         self._paused.update(tps)
@@ -499,7 +414,7 @@ class KafkaConsumer(Consumer):
             self._consumer.pause([CKTopicPartition(tp.topic, tp.partition) for tp in tps])
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        tps = [_tp(tp) for tp in partitions]
+        tps = [as_tp(tp) for tp in partitions]
         self._paused.difference_update(tps)
         if not self._dirty:
             known = [tp for tp in tps if tp in self._assigned and tp not in self._idle]
@@ -518,7 +433,7 @@ class KafkaConsumer(Consumer):
         self._require_group()
         checked = []
         for tp, offset in offsets.items():
-            tp = _tp(tp)
+            tp = as_tp(tp)
             if not isinstance(offset, int) or offset < 0:
                 raise StreamsError(f"cannot commit offset {offset!r} for partition {tp}")
             checked.append(with_metadata(tp, offset, metadata))
@@ -628,14 +543,14 @@ class KafkaConsumer(Consumer):
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         self._require_group()
-        tps = [_tp(tp) for tp in partitions]
+        tps = [as_tp(tp) for tp in partitions]
         return self._committed_offsets(tps)
 
     def committed_metadata(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         self._require_group()
         return {
             TopicPartition(r.topic, r.partition): r.metadata
-            for r in self._committed([_tp(tp) for tp in partitions])
+            for r in self._committed([as_tp(tp) for tp in partitions])
             if r.metadata
         }
 
@@ -676,11 +591,3 @@ class KafkaConsumer(Consumer):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def with_metadata(tp: TopicPartition, offset: int, metadata: Mapping[TopicPartition, str] | None) -> Any:
-    """The client's TopicPartition of a commit: the offset, and the partition's metadata when given."""
-    given = (metadata or {}).get(tp)
-    if given is None:
-        return CKTopicPartition(tp.topic, tp.partition, offset)
-    return CKTopicPartition(tp.topic, tp.partition, offset, given)

@@ -7,7 +7,7 @@ changelog topics one partition per task.
 
 On Kafka, librdkafka's range assignor hands out the partitions and each member derives its tasks from
 them (``prepare`` before joining, ``assign_local`` in the assignment callback): see
-``cluster/kafka_consumer.py``.
+``cluster/kafka_assignment.py``.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class StreamsPartitionAssignor:
         """This member's tasks, derived from the partitions a broker-side range assignor gave it (Kafka).
 
         Task ``p`` of a sub-topology is partition ``p`` of its source topics; the range assignor keeps the
-        same partition numbers of equally partitioned topics together (see ``cluster/kafka_consumer.py``).
+        same partition numbers of equally partitioned topics together (see ``cluster/kafka_assignment.py``).
         A task whose partitions the group split over several members is kept with the partitions this
         member got when its sub-topology has no state store, and refused otherwise.
         """

@@ -1,7 +1,7 @@
 """Who is in the group on Kafka, and where standby tasks go there.
 
 On Kafka, librdkafka's range assignor hands out the partitions and a member learns nothing about the
-others (see ``cluster/kafka_consumer.py``). So each stream thread publishes what it holds (member id,
+others (see ``cluster/kafka_assignment.py``). So each stream thread publishes what it holds (member id,
 instance, active and standby tasks, a heartbeat time) to the compacted topic
 ``<application_id>-group-members``, one record per thread and a tombstone when it leaves, and reads
 everybody's records back. From that view come the all-instances view (``app.group_assignment()``) and

@@ -11,7 +11,9 @@ import pytest
 import kstream_nb as ks
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicExistsError, TopicSpec
-from kstream_nb.cluster.kafka import KafkaCluster, KafkaConsumer, config_for, get_kafka_cluster
+from kstream_nb.cluster.kafka import KafkaCluster, get_kafka_cluster
+from kstream_nb.cluster.kafka_config import config_for
+from kstream_nb.cluster.kafka_consumer import KafkaConsumer
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, TopicPartition
 from kstream_nb.cluster.serdes import serde_from
