@@ -15,10 +15,11 @@ from typing import Any
 
 from kstream_nb.cluster.base import Cluster
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.errors import BrokerUnavailableError, StreamsError, TransactionError
+from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.broker_health import BrokerHealth
-from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.commit import COMMIT_TIMEOUT_S, TransactionState, commit_strategy
+from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.record_collector import ProducerCollector
@@ -64,8 +65,8 @@ class StreamThread(threading.Thread):
         #: on Kafka, the board where members publish what they hold (the group view, standby placement)
         self.group_members = group_members
         self.global_stores = global_stores or {}
-        #: exactly-once: outputs, changelog writes and offsets become visible together, at commit
-        self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
+        #: how the thread commits under its processing guarantee (at-least-once, exactly-once)
+        self.commit = commit_strategy(config, cluster)
         self._global_ready = global_ready
         self.process_id = process_id
         self.topology = topology
@@ -79,16 +80,15 @@ class StreamThread(threading.Thread):
         # range assignor orders members by them, so an instance that restarts gets back the same tasks
         thread_label = name.removeprefix(f"{config.application_id}-")
         client = f"{config.client_id or f'{config.application_id}-{process_id}'}-{thread_label}"
-        #: exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers
-        #: that only see committed transactions (the open and aborted ones of other threads stay hidden)
-        self._transactions = self._exactly_once and cluster.supports_transactions
+        # exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers that
+        # only see committed transactions (the open and aborted ones of other threads stay hidden)
         committed_only = {"isolation.level": "read_committed"} if cluster.supports_transactions else {}
         self.consumer = cluster.consumer(
             config.application_id,
             {
                 "client.id": client,
                 "auto.offset.reset": config.auto_offset_reset,
-                **(committed_only if self._transactions else {}),
+                **(committed_only if self.commit.transactional else {}),
                 **config.client_config,
             },
         )
@@ -97,22 +97,16 @@ class StreamThread(threading.Thread):
         self.restore_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-restore"})
         self.standby_consumer = cluster.consumer(None, {**restore_config, "client.id": f"{client}-standby"})
         producer_config: dict[str, Any] = {"client.id": client, **config.client_config}
-        if self._transactions:
-            producer_config.setdefault("transaction.timeout.ms", 10_000)  # Kafka Streams' default under EOS
-            # Kafka Streams' exactly_once_v2 id: <application_id>-<process_id>-<thread index>. The process id
-            # is stable across restarts (process_metadata), so a restarted instance fences its zombies and
-            # closes the transactions they left open; instances running at the same time never share one
-            thread_index = name.rsplit("-", 1)[-1]
-            producer_config["transactional.id"] = f"{config.application_id}-{process_id}-{thread_index}"
-        elif "delivery.timeout.ms" not in producer_config:
-            # at-least-once: librdkafka retries a record until the broker takes it, however long it is away
-            # (offsets are committed only after every record is acknowledged, so none is lost)
-            producer_config.setdefault("message.timeout.ms", 0)
-        self._producer_config = producer_config
+        # Kafka Streams' exactly_once_v2 id: <application_id>-<process_id>-<thread index>. The process id is
+        # stable across restarts (process_metadata), so a restarted instance fences its zombies and closes the
+        # transactions they left open; instances running at the same time never share one
+        thread_index = name.rsplit("-", 1)[-1]
+        self.commit.configure_producer(producer_config, f"{config.application_id}-{process_id}-{thread_index}")
+        self.producer_config = producer_config
         self.producer = cluster.producer(producer_config)
         self.producer.on_queue_full = self._queue_full
         # exactly-once sends a transaction's records right before its commit (see _commit_transaction)
-        self.collector = ProducerCollector(self.producer, self.admin, hold=self._transactions)
+        self.collector = ProducerCollector(self.producer, self.admin, hold=self.commit.transactional)
         self.task_manager = TaskManager(
             topology,
             config,
@@ -128,10 +122,9 @@ class StreamThread(threading.Thread):
         self.state = ThreadState.CREATED
         self.error: BaseException | None = None
         self.broker = BrokerHealth(name, cluster, self.consumer)
-        #: exactly-once: commit_transaction failed after the offsets and records were sent (retry just it)
-        self._committing = False
-        #: exactly-once: the open transaction must be aborted and the tasks rebuilt
-        self._transaction_corrupted = False
+        #: exactly-once on Kafka: where the transaction stands between two commits
+        self.transaction = TransactionState.IDLE
+        #: set by ``_close``: the consumer's close revokes the partitions, and nothing commits after it
         self._closing = False
         self.missing_topics: list[str] = []
         self.pending_tasks: list[str] = []
@@ -166,6 +159,23 @@ class StreamThread(threading.Thread):
     def broker_unreachable_since(self) -> float | None:
         """Since when (monotonic s) the broker has not answered, None while it answers."""
         return self.broker.unreachable_since
+
+    @property
+    def _committing(self) -> bool:
+        """Exactly-once: commit_transaction is to be retried (read by the fault tests' diagnostics)."""
+        return self.transaction is TransactionState.COMMITTING
+
+    @property
+    def _transaction_corrupted(self) -> bool:
+        """Exactly-once: the open transaction is to be aborted and the tasks rebuilt."""
+        return self.transaction is TransactionState.CORRUPTED
+
+    @_transaction_corrupted.setter
+    def _transaction_corrupted(self, corrupted: bool) -> None:
+        if corrupted:
+            self.transaction = TransactionState.CORRUPTED
+        elif self.transaction is TransactionState.CORRUPTED:
+            self.transaction = TransactionState.IDLE
 
     @property
     def processed_total(self) -> int:
@@ -206,15 +216,15 @@ class StreamThread(threading.Thread):
             self.task_manager.close_tasks(clean=False)
             return
         self._commit(force=True)
-        if self._exactly_once and (
-            self._committing
-            or self._transaction_corrupted
+        if self.commit.exactly_once and (
+            self.transaction is not TransactionState.IDLE
             or any(t.offsets_to_commit() for t in self.tasks.values())  # (offsets left uncommitted)
         ):
             # the commit did not go through (the broker is away): the stores hold updates of a transaction
             # that is to be aborted, so the tasks are closed dirty and built again from their changelogs,
             # as Kafka Streams does, instead of being suspended with them
-            self._transaction_corrupted = self._transactions
+            if self.commit.transactional:
+                self.transaction = TransactionState.CORRUPTED
             self.task_manager.close_tasks(clean=False)
             return
         # suspend rather than close: a task assigned back to this thread keeps its stores (no restore)
@@ -309,7 +319,7 @@ class StreamThread(threading.Thread):
             while self._global_ready is not None and not self._global_ready.wait(0.05):
                 if self._shutdown.is_set():
                     return
-            if self._transactions:
+            if self.commit.transactional:
                 # fences a zombie of this thread's previous life and closes the transaction it left open
                 self.producer.init_transactions()
             self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
@@ -343,11 +353,11 @@ class StreamThread(threading.Thread):
             start = time.perf_counter()
             # while the broker is away (or a transaction's commit is still to be retried), outputs cannot be
             # delivered: process again once it is back
-            waiting = self.broker.unreachable_since is not None or self._committing or self._transaction_corrupted
+            waiting = self.broker.unreachable_since is not None or self.transaction is not TransactionState.IDLE
             for task in list(self.tasks.values()) if not waiting else ():
                 task.process(budget)
                 task.punctuate()
-            if not self._exactly_once:
+            if not self.commit.exactly_once:
                 self._publish()
             self.task_manager.update_standby_stores()
             self._maintain_group()
@@ -378,20 +388,20 @@ class StreamThread(threading.Thread):
             self._rate_sample = (now, total)
 
     def _commit(self, force: bool) -> None:
+        """Commits when due (``commit_interval_ms``), asked for by a task, or ``force``d: flushes the stores,
+        then the outputs and consumed offsets as the processing guarantee wants (see ``runtime/commit.py``)."""
         if self._closing:  # (the consumer's close revokes the partitions: _close has done what is left)
             return
         due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
         if not (force or due or any(t.commit_requested for t in self.tasks.values())):
             return
-        if self._transaction_corrupted:
-            self._last_commit = time.monotonic()
-            self._abort_and_rebuild_tasks()
+        commit, began = self.commit, time.monotonic()
+        if not commit.prepare(self):
+            self._last_commit = began
             return
         offsets: dict[TopicPartition, int] = {}
         metadata: dict[TopicPartition, str] = {}
         per_task = []
-        if self._transactions:
-            self._skip_transaction_markers()
         for task in self.tasks.values():
             task.flush()
             task_offsets = task.offsets_to_commit()
@@ -399,48 +409,12 @@ class StreamThread(threading.Thread):
             if task_offsets:
                 metadata.update(dict.fromkeys(task_offsets, task.commit_metadata()))
             per_task.append((task, task_offsets))
-        if self._transactions:
-            try:
-                self._commit_transaction(offsets, metadata)
-            except TransactionError as e:
-                if e.fenced:
-                    self._replace_fenced_producer(e)
-                    self._last_commit = time.monotonic()
-                    return
-                if e.fatal or not (e.retriable or e.abortable):
-                    raise
-                # the broker is away (retried at the next commit, same transaction) or gave up on the
-                # transaction (aborted, and the tasks rebuilt from what was committed)
-                self.broker.lost(e)
-                self._transaction_corrupted = e.abortable
-                self._last_commit = time.monotonic()
-                return
-        else:
-            try:
-                self.collector.flush()
-                self.producer.flush(self._COMMIT_TIMEOUT_S)
-                self._publish()
-                # not waited for: a commit the broker does not take shows in a later poll, and is sent again
-                self.consumer.commit_async(offsets, metadata)
-                if offsets:
-                    self.commit_total += 1
-            except BrokerUnavailableError as e:
-                # nothing is lost: the records stay queued in the producer and the offsets are committed
-                # by a later commit, once the broker answers again
-                self.broker.lost(e)
-                self._last_commit = time.monotonic()
-                return
-        if offsets and self._transactions:  # the broker took them (else BrokerHealth.watch tells when it is back)
-            self.broker.back()
-        for task, task_offsets in per_task:
-            task.mark_committed(task_offsets)
-            if not self._exactly_once:
-                self.task_manager.write_checkpoint(task)
+        if commit.send(self, offsets, metadata):
+            for task, task_offsets in per_task:
+                task.mark_committed(task_offsets)
+                commit.committed(self, task)
         self._last_commit = time.monotonic()
 
-    #: how long a commit waits for the broker (the producer's acknowledgements, a transactional call) before
-    #: the thread reports the broker unreachable and retries the commit later
-    _COMMIT_TIMEOUT_S = 5.0
     #: how long closing waits for the producer's last deliveries (and transaction), with the broker there or away
     _CLOSE_TIMEOUT_S = 30.0
     _CLOSE_AWAY_TIMEOUT_S = 1.0
@@ -456,22 +430,6 @@ class StreamThread(threading.Thread):
         elif self._shutdown.is_set():
             raise _StopWhileBlocked(f"{self.name} stopped while its producer's queue was full")
 
-    def _skip_transaction_markers(self) -> None:
-        """Moves drained partitions' consumed positions to the consumer's: a read_committed consumer skips
-        transaction markers, so the end of a partition written in transactions lies past its last record
-        (committing there keeps lag at 0 once everything is processed)."""
-        fetched = getattr(self.consumer, "fetched_position", None)
-        if fetched is None:
-            return
-        for task in self.tasks.values():
-            for tp, queue in task.queues.items():
-                consumed = task.consumed.get(tp)
-                if queue or consumed is None:
-                    continue
-                position = fetched(tp)
-                if position is not None and position > consumed:
-                    task.consumed[tp] = position
-
     def _commit_transaction(
         self, offsets: dict[TopicPartition, int], metadata: dict[TopicPartition, str] | None = None
     ) -> None:
@@ -481,79 +439,24 @@ class StreamThread(threading.Thread):
         The offsets go first and the records last, right before the commit: a transaction never holds records
         without the offsets that produced them, whatever becomes of a transactional call that timed out while
         the broker was away (see docs/tooling.md on records handed over as they are produced)."""
-        if not self._committing:  # a retried commit only calls commit_transaction again
+        if self.transaction is not TransactionState.COMMITTING:  # a retried commit only commits again
             if offsets:
-                self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, self._COMMIT_TIMEOUT_S)
+                self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, COMMIT_TIMEOUT_S)
             self.collector.flush()  # (begins the transaction at the first record when no offsets did)
-            self._committing = True
-        self.producer.commit_transaction(self._COMMIT_TIMEOUT_S)
-        self._committing = False
+            self.transaction = TransactionState.COMMITTING
+        self.producer.commit_transaction(COMMIT_TIMEOUT_S)
+        self.transaction = TransactionState.IDLE
         if offsets:
             self.commit_total += 1
         self._publish()
-
-    def _replace_fenced_producer(self, error: TransactionError) -> None:
-        """exactly-once after the broker fenced this thread's producer (its transaction outlived
-        ``transaction.timeout.ms``, e.g. while the broker was away): as Kafka Streams' handling of a lost
-        task under exactly_once_v2, a new producer with the same transactional id takes over and the tasks
-        are rebuilt from their changelogs at the next commit."""
-        log.warning(
-            "%s: the broker fenced the transactional producer (%s); a new one takes over", self.name, error
-        )
-        fenced = self.producer
-        try:
-            fenced.close(0)
-        except Exception:
-            log.debug("closing the fenced producer of %s failed", self.name, exc_info=True)
-        self.producer = self.cluster.producer(self._producer_config)
-        self.producer.on_queue_full = self._queue_full
-        self.collector.use(self.producer)
-        self._committing = False
-        self._transaction_corrupted = True
-
-    def _abort_and_rebuild_tasks(self) -> None:
-        """exactly-once after the open transaction was lost: its updates are in the tasks' stores but not in
-        the changelogs, so the tasks are closed dirty, built again from the changelogs and read again from
-        the committed offsets (Kafka Streams' task-corrupted handling). Retried while the broker is away."""
-        try:
-            self.collector.abort()
-            self._committing = False
-            self.producer.abort_transaction()
-        except TransactionError as e:
-            if e.fenced:  # the broker ended the transaction itself: a new producer, nothing left to abort
-                self._replace_fenced_producer(e)
-            elif e.fatal or not e.retriable:
-                raise
-            else:
-                self.broker.lost(e)
-                return
-        log.warning("%s: the transaction was aborted; rebuilding tasks %s from their changelogs", self.name,
-                    sorted(self.tasks))  # fmt: skip
-        corrupted = list(self.tasks.items())
-        for _, task in corrupted:
-            self.task_manager.close_task(task, clean=False)
-        # what closing the stores wrote (caches, held changes) belongs to the aborted transaction
-        self.collector.abort()
-        self.producer.abort_transaction()
-        for task_id, task in corrupted:
-            tps = list(task.queues)
-            del self.tasks[task_id]
-            self.task_manager.add_task(self.task_manager.create_task(task_id, tps), tps)
-            committed = self.consumer.committed(tps)
-            begins = self.admin.beginning_offsets(tps)
-            for tp in tps:
-                offset = committed.get(tp)
-                self.consumer.seek(tp, offset if offset is not None else begins[tp])
-        self._transaction_corrupted = False
-        self.broker.back()
 
     def _close(self) -> None:
         self._closing = True
         # with the broker away (the last commit failed) nothing waits for it: under exactly-once the open
         # transaction is dropped as after a failure; at-least-once delivers what it can in a second, and
         # what it cannot is processed again from the committed offsets
-        away = self._transaction_corrupted or self.broker.away_now()
-        dirty = self._exactly_once and (self.error is not None or away)
+        away = self.transaction is TransactionState.CORRUPTED or self.broker.away_now()
+        dirty = self.commit.exactly_once and (self.error is not None or away)
         wait_s = self._CLOSE_AWAY_TIMEOUT_S if away else self._CLOSE_TIMEOUT_S
         try:
             self.task_manager.close_tasks(clean=not dirty)
@@ -563,7 +466,7 @@ class StreamThread(threading.Thread):
             else:
                 # at-least-once: what was processed before a failure is still delivered (offsets not committed)
                 self.collector.flush()
-                if self._transactions:
+                if self.commit.transactional:
                     self.producer.commit_transaction(wait_s)  # writes of closing stores, if any
         except Exception:
             if self.error is None and not away:
