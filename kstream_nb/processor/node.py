@@ -193,7 +193,7 @@ class ProcessorNode:
         """``process`` of a node that is not fused, its errors naming the node (built once)."""
         process = self._process
         if process is None:
-            process = self._process = self._context().guarded_process()
+            process = self._process = self._context().guarded(self, self.processor.process)
         return process
 
     def receiver(self) -> Receiver:
@@ -341,21 +341,19 @@ class NodeContext(ProcessorContext):
                 process(record)
         task.current_timestamp, task.current_headers = saved_ts, saved_headers
 
-    def guarded_process(self) -> Callable[[Record], None]:
-        """This node's ``process``, its errors naming the node (the path of a Processor API node)."""
-        node = self._node
-        process = node.processor.process
+    def guarded(self, node: ProcessorNode, call: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``call`` (a ``process`` or ``process_batch`` of ``node``), its errors naming ``node``."""
         error = self._error
 
-        def guarded_process(record: Record) -> None:
+        def guarded(arg: Any) -> None:
             try:
-                process(record)
+                call(arg)
             except ProcessingError:
                 raise
             except Exception as e:
                 raise error(node, e) from e
 
-        return guarded_process
+        return guarded
 
     def record_entry(self, process: Callable[[Record], None]) -> Entry:
         """``process`` as an entry: the key and value with the current timestamp and headers."""
@@ -371,12 +369,7 @@ class NodeContext(ProcessorContext):
         for child in self._children:
             process_batch = getattr(child.processor, "process_batch", None)
             if process_batch is not None:
-                try:
-                    process_batch(batch)
-                except ProcessingError:
-                    raise
-                except Exception as e:
-                    raise self._error(child, e) from e
+                self.guarded(child, process_batch)(batch)
             else:
                 self._unbatch(child, batch)
 
