@@ -1,6 +1,6 @@
 """Profiles one bench case on the stream thread (cProfile only sees the thread it runs in).
 
-    python bench/profile_core.py --case a --n 50000 [--sort cumtime] [--limit 30] [--no-fusion]
+    python bench/profile_core.py --case a --n 50000 [--sort cumtime] [--limit 30]
 
 Wraps ``StreamThread.run`` in a cProfile.Profile for the duration of the measured run (no runtime edits).
 """
@@ -27,7 +27,6 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=50_000)
     parser.add_argument("--sort", default="cumtime")
     parser.add_argument("--limit", type=int, default=35)
-    parser.add_argument("--no-fusion", action="store_true", help="profile the record-at-a-time path")
     args = parser.parse_args()
 
     profiles: list[cProfile.Profile] = []
@@ -39,7 +38,7 @@ def main() -> int:
         prof.runcall(original, self)
 
     stream_thread.StreamThread.run = profiled_run  # type: ignore[method-assign]
-    bench_core.main(["--n", str(args.n), "--cases", args.case, *(["--no-fusion"] if args.no_fusion else [])])
+    bench_core.main(["--n", str(args.n), "--cases", args.case])
     stats = pstats.Stats(profiles[-1])
     stats.sort_stats(args.sort).print_stats(args.limit)
     return 0
