@@ -118,12 +118,24 @@ export function assignmentRows(detail: Pick<IAppDetail, 'assignment' | 'group_as
   );
 }
 
-/** Task ids "S_P" compare by sub-topology, then partition, numerically. */
+/** A task id as Kafka Streams prints it ("1_0"): its sub-topology and partition. */
+export interface TaskId {
+  subtopology: number;
+  partition: number;
+}
+
+/** The task id "S_P" as numbers, or null for a string of another shape. */
+export function parseTaskId(id: string): TaskId | null {
+  const match = /^(\d+)_(\d+)$/.exec(id);
+  return match ? { subtopology: Number(match[1]), partition: Number(match[2]) } : null;
+}
+
+/** Task ids compare by sub-topology, then partition, numerically (other strings alphabetically). */
 export function compareTasks(a: string, b: string): number {
-  const pa = a.split('_').map(Number);
-  const pb = b.split('_').map(Number);
-  if (pa.length === 2 && pb.length === 2 && pa.every(isFinite) && pb.every(isFinite)) {
-    return pa[0] - pb[0] || pa[1] - pb[1];
+  const ta = parseTaskId(a);
+  const tb = parseTaskId(b);
+  if (ta && tb) {
+    return ta.subtopology - tb.subtopology || ta.partition - tb.partition;
   }
   return a.localeCompare(b);
 }

@@ -5,6 +5,7 @@ import {
   assignmentRows,
   cellMimeType,
   compareTasks,
+  parseTaskId,
   displayRate,
   formatCount,
   formatRate,
@@ -121,6 +122,12 @@ describe('assignment rows', () => {
 
   it('compares task ids numerically', () => {
     expect(['1_10', '1_2', '0_3', '10_0'].sort(compareTasks)).toEqual(['0_3', '1_2', '1_10', '10_0']);
+  });
+
+  it('parses a task id once into sub-topology and partition', () => {
+    expect(parseTaskId('12_3')).toEqual({ subtopology: 12, partition: 3 });
+    expect(parseTaskId('1_x')).toBeNull();
+    expect(parseTaskId('global')).toBeNull();
   });
 });
 
