@@ -26,12 +26,12 @@ from kstream_nb.processor.fk_join import (
     SubscriptionReceive,
     SubscriptionResponseSerde,
     SubscriptionSend,
-    SubscriptionStoreBuilder,
     SubscriptionWrapperSerde,
     ValueHasher,
     response_partitioner,
 )
 from kstream_nb.processor.table_joins import getter_stores
+from kstream_nb.state.subscription_store import SubscriptionStoreBuilder
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder

@@ -380,12 +380,8 @@ class KTable:
 
     def suppress(self, suppressed: Any, name: str | None = None) -> KTable:
         """Holds updates back: ``ks.until_window_closes()`` (final results) or ``ks.until_time_limit(d)``."""
-        from kstream_nb.processor.suppress import (
-            KTableSuppress,
-            Suppressed,
-            SuppressedView,
-            SuppressionBufferBuilder,
-        )
+        from kstream_nb.processor.suppress import KTableSuppress, Suppressed, SuppressedView
+        from kstream_nb.state.suppression_buffer import SuppressionBufferBuilder
 
         if self.versioned:
             raise TopologyError(SUPPRESS_VERSIONED)

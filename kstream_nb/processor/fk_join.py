@@ -18,22 +18,19 @@ Responses carry the left partition the subscription came from, so they go back t
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from hashlib import blake2b
 from typing import Any, NamedTuple
 
 import orjson
 
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import SerializationError
 from kstream_nb.processor.api import Change, Processor, Record, ValueAndTimestamp
 from kstream_nb.processor.node import NodeContext
 from kstream_nb.processor.table_joins import TableGetter, connect
 from kstream_nb.processor.table_ops import is_latest
-from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
-from kstream_nb.state.memory import InMemoryKeyValueStore
-from kstream_nb.state.store import KeyValueStore
+from kstream_nb.state.subscription_store import subscription_index
 
 # Subscription instructions, as Kafka's ``SubscriptionWrapper.Instruction``.
 DELETE_KEY_NO_PROPAGATE = 0
@@ -46,7 +43,6 @@ _HASH_SIZE = 16
 _VERSION = 0
 _INT = struct.Struct(">i")
 _HEAD = struct.Struct(">BBB")  # version, instruction / flags, hash present
-_ABSENT = object()
 
 
 class SubscriptionWrapper(NamedTuple):
@@ -178,147 +174,6 @@ class SubscriptionResponseSerde(Serde):
 
     def __hash__(self) -> int:
         return hash(("fk-response", self.foreign_value_serde))
-
-
-# ---- the subscription store ----------------------------------------------------------------------
-
-
-class CombinedKeySerde(Serde):
-    """``(foreign key, primary key)``: 4-byte length of the foreign key's bytes, them, the primary key's."""
-
-    def __init__(self, foreign_key_serde: Serde, primary_key_serde: Serde) -> None:
-        self.foreign_key_serde = foreign_key_serde
-        self.primary_key_serde = primary_key_serde
-
-    def serialize(self, topic: str, data: Any) -> bytes | None:
-        if data is None:
-            return None
-        fk = self.foreign_key_serde.serialize(topic, data[0]) or b""
-        return _INT.pack(len(fk)) + fk + (self.primary_key_serde.serialize(topic, data[1]) or b"")
-
-    def deserialize(self, topic: str, data: bytes | None) -> Any:
-        if data is None:
-            return None
-        try:
-            (n,) = _INT.unpack_from(data)
-            fk = self.foreign_key_serde.deserialize(topic, data[4 : 4 + n])
-            return fk, self.primary_key_serde.deserialize(topic, data[4 + n :])
-        except struct.error as e:
-            raise _corrupt("foreign-key join subscription key", topic, data, e) from e
-
-
-class SubscriptionStateSerde(Serde):
-    """A stored subscription: 16-byte value hash and the 4-byte left partition."""
-
-    def serialize(self, topic: str, data: Any) -> bytes | None:
-        return None if data is None else bytes(data[0]) + _INT.pack(data[1])
-
-    def deserialize(self, topic: str, data: bytes | None) -> Any:
-        if data is None:
-            return None
-        return bytes(data[:_HASH_SIZE]), _INT.unpack_from(data, _HASH_SIZE)[0]
-
-
-class SubscriptionIndexStore(InMemoryKeyValueStore):
-    """In-memory ``(fk, pk) -> ValueAndTimestamp((hash, partition))`` plus an index fk -> {pk: value}.
-
-    The index answers "who subscribes to fk" in time proportional to the answer, in the order of
-    ``primary_key_order`` (the left key's serialized bytes: Kafka prefix-scans a byte-ordered store of
-    combined keys, so one right update fans out in primary-key byte order); restores go through ``put``
-    and so rebuild it.
-    """
-
-    def __init__(self, name: str, primary_key_order: Callable[[Any], Any]) -> None:
-        super().__init__(name)
-        self._by_fk: dict[Any, dict[Any, Any]] = {}
-        self._order = primary_key_order
-        self._fk_order: dict[Any, list[tuple[Any, Any]]] = {}  # fk -> sorted (order key, pk) of its subscribers
-
-    def put(self, key: Any, value: Any) -> None:
-        if value is None:
-            self.delete(key)
-            return
-        super().put(key, value)
-        fk, pk = key
-        subscribers = self._by_fk.get(fk)
-        if subscribers is None:
-            subscribers = self._by_fk[fk] = {}
-            self._fk_order[fk] = []
-        if pk not in subscribers:
-            insort(self._fk_order[fk], (self._order(pk), pk))
-        subscribers[pk] = value
-
-    def put_if_absent(self, key: Any, value: Any) -> Any:
-        old = self.get(key)
-        if old is None:
-            self.put(key, value)
-        return old
-
-    def delete(self, key: Any) -> Any:
-        old = super().delete(key)
-        fk, pk = key
-        subscribers = self._by_fk.get(fk)
-        if subscribers is not None and subscribers.pop(pk, _ABSENT) is not _ABSENT:
-            if subscribers:
-                order = self._fk_order[fk]
-                at = bisect_left(order, (self._order(pk),))
-                while order[at][1] != pk:  # equal order keys (only for keys the serde cannot tell apart)
-                    at += 1
-                del order[at]
-            else:
-                del self._by_fk[fk], self._fk_order[fk]
-        return old
-
-    def close(self) -> None:
-        super().close()
-        self._by_fk.clear()
-        self._fk_order.clear()
-
-    def subscribers(self, foreign_key: Any) -> list[tuple[Any, Any]]:
-        """``(primary key, ValueAndTimestamp((hash, partition)))`` of every subscription to ``foreign_key``."""
-        found = self._by_fk.get(foreign_key)
-        if not found:
-            return []
-        return [(pk, found[pk]) for _, pk in self._fk_order[foreign_key]]
-
-
-class SubscriptionStoreBuilder:
-    """Builds metered -> change-logging -> :class:`SubscriptionIndexStore`; key serdes default to the app's."""
-
-    logging_enabled = True
-    caching_enabled = False
-
-    def __init__(
-        self, name: str, foreign_key_serde: SerdeSpec | None, primary_key_serde: SerdeSpec | None
-    ) -> None:
-        self.name = name
-        self.foreign_key_serde = foreign_key_serde
-        self.primary_key_serde = primary_key_serde
-        self.log_config: dict[str, str] = {}
-
-    def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> KeyValueStore:
-        default = default_key_serde if default_key_serde is not None else "json"
-        fk = serde_from(self.foreign_key_serde if self.foreign_key_serde is not None else default)
-        pk = serde_from(self.primary_key_serde if self.primary_key_serde is not None else default)
-        name = self.name
-
-        def primary_key_order(key: Any) -> bytes:
-            return pk.serialize(name, key) or b""
-
-        index = SubscriptionIndexStore(name, primary_key_order)
-        store = ChangeLoggingKeyValueStore(
-            index, CombinedKeySerde(fk, pk), SubscriptionStateSerde(), timestamped=True
-        )
-        return MeteredKeyValueStore(store)
-
-    def __repr__(self) -> str:
-        return f"SubscriptionStoreBuilder({self.name!r})"
-
-
-def _index(store: Any) -> SubscriptionIndexStore:
-    while not isinstance(store, SubscriptionIndexStore):
-        store = store.inner
-    return store
 
 
 # ---- left side -----------------------------------------------------------------------------------
@@ -481,7 +336,7 @@ class ForeignTableJoin(Processor):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.index = _index(context.get_state_store(self.subscription_store))
+        self.index = subscription_index(context.get_state_store(self.subscription_store))
 
     def process(self, record: Record) -> None:
         fk = record.key
@@ -513,7 +368,7 @@ def response_partitioner(key: Any, value: Any, num_partitions: int) -> int:
 
 def subscribers_of(store: Any, foreign_key: Any) -> Iterable[tuple[Any, Any]]:
     """The subscriptions to ``foreign_key`` in a subscription store stack (for tests and inspection)."""
-    return _index(store).subscribers(foreign_key)
+    return subscription_index(store).subscribers(foreign_key)
 
 
 __all__ = [
@@ -522,7 +377,6 @@ __all__ = [
     "SubscriptionReceive",
     "SubscriptionResponse",
     "SubscriptionSend",
-    "SubscriptionStoreBuilder",
     "SubscriptionWrapper",
     "ValueHasher",
 ]

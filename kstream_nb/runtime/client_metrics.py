@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.processor.suppress import SuppressionBuffer
 from kstream_nb.state.changelogging import StoreMeter
+from kstream_nb.state.suppression_buffer import SuppressionBuffer
 
 if TYPE_CHECKING:
     from kstream_nb.runtime.app import KafkaStreams

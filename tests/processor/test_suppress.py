@@ -8,15 +8,9 @@ import kstream_nb as ks
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import SerializationError, StreamsError
 from kstream_nb.processor.api import Change
-from kstream_nb.processor.suppress import (
-    BufferConfig,
-    BufferedUpdate,
-    BufferKeySerde,
-    BufferValueSerde,
-    until_time_limit,
-    until_window_closes,
-)
+from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
 from kstream_nb.processor.windows import TimeWindows, Windowed
+from kstream_nb.state.suppression_buffer import BufferedUpdate, BufferKeySerde, BufferValueSerde
 
 
 def _counts_by_value(suppressed: object) -> ks.StreamsBuilder:

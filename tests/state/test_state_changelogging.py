@@ -8,9 +8,9 @@ import pytest
 
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.processor.api import Change
-from kstream_nb.processor.suppress import BufferedUpdate, SuppressionBuffer
 from kstream_nb.state import ChangeLoggingKeyValueStore, InMemoryKeyValueStore, MeteredKeyValueStore, changelogging
 from kstream_nb.state.rocksdb import RocksDBKeyValueStore
+from kstream_nb.state.suppression_buffer import BufferedUpdate, SuppressionBuffer
 
 
 def test_logs_each_keys_latest_change_serialized_at_the_flush(context, json_serde) -> None:
