@@ -8,7 +8,8 @@ replays the changelog from the standby's position instead of from the beginning 
 from __future__ import annotations
 
 from kstream_nb.cluster.records import FetchedBatch, TopicPartition
-from kstream_nb.runtime.task import RegisteredStore, StreamTask
+from kstream_nb.runtime.state_manager import RegisteredStore
+from kstream_nb.runtime.task import StreamTask
 
 
 class StandbyTask:
@@ -35,7 +36,7 @@ class StandbyTask:
         """Hands the warm stores to the new active ``task``; returns the changelog positions to restore from."""
         for registered in task.stores.values():
             registered.store.close()
-        task.stores = {}
+        task.stores.clear()
         for registered in self._shell.stores.values():
             registered.store.init(task)  # re-registers with the active task as the store's context
         return dict(self.positions)

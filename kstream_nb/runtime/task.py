@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from collections import deque
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
@@ -26,24 +23,13 @@ from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.runtime.record_collector import RecordCollector
+from kstream_nb.runtime.state_manager import ProcessorStateManager, RegisteredStore
 from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
-from kstream_nb.state.caching import caching_layer
-from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore, task_state_dir
+from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore
 from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
-
-
-class RegisteredStore:
-    """A store of the task with its restore callback and changelog partition."""
-
-    __slots__ = ("changelog", "restore", "store")
-
-    def __init__(self, store: StateStore, restore: RestoreCallback, changelog: TopicPartition | None) -> None:
-        self.store = store
-        self.restore = restore
-        self.changelog = changelog
 
 
 class StreamTask:
@@ -105,11 +91,12 @@ class StreamTask:
         )
         #: the partitions' record queues (the partition group's)
         self.queues = self.partition_group.queues
-        #: under exactly-once the checkpoint is removed while the task runs and written on a clean close:
-        #: after a crash, stores on disk may hold writes of an aborted transaction, so they are wiped and
-        #: restored from the changelog (what Kafka Streams does)
-        self._checkpoint = self._take_checkpoint()
-        self.stores: dict[str, RegisteredStore] = {}
+        #: the task's stores and the checkpoint of the persistent ones (taken before the stores open)
+        self.state_manager = ProcessorStateManager(
+            task_id, partition, self.application_id, self.state_dir, self.exactly_once
+        )
+        #: the registered stores, by name (the state manager's)
+        self.stores = self.state_manager.stores
         # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
         # each thread's budget shared by the cached key-value and window stores of its tasks
         cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
@@ -143,8 +130,7 @@ class StreamTask:
         return write
 
     def register(self, store: StateStore, restore: RestoreCallback, changelog_topic: str | None) -> None:
-        changelog = TopicPartition(changelog_topic, self.partition) if changelog_topic else None
-        self.stores[store.name] = RegisteredStore(store, restore, changelog)
+        self.state_manager.register(store, restore, changelog_topic)
 
     def get_store(self, name: str) -> StateStore:
         registered = self.stores.get(name)
@@ -241,55 +227,19 @@ class StreamTask:
         self.partition_group.clear()
 
     def changelog_partitions(self) -> dict[TopicPartition, RegisteredStore]:
-        return {r.changelog: r for r in self.stores.values() if r.changelog is not None}
-
-    # ---- checkpoint of persistent stores ---------------------------------------------------------
-
-    @property
-    def checkpoint_file(self) -> Path:
-        return task_state_dir(self._config.state_dir, self.application_id, self.task_id) / ".checkpoint"
+        return self.state_manager.changelog_partitions()
 
     def persistent_changelogs(self) -> list[TopicPartition]:
         """Changelog partitions of stores that keep their data on disk (they need a checkpoint)."""
-        return [r.changelog for r in self.stores.values() if r.changelog is not None and r.store.persistent]
+        return self.state_manager.persistent_changelogs()
 
     def read_checkpoint(self) -> dict[TopicPartition, int]:
         """Changelog offsets up to which the persistent stores already hold the data (read at creation)."""
-        return dict(self._checkpoint)
-
-    def _take_checkpoint(self) -> dict[TopicPartition, int]:
-        if self.state_dir is None:
-            return {}
-        path = self.checkpoint_file
-        try:
-            data = json.loads(path.read_text())
-            offsets = {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}
-        except (FileNotFoundError, ValueError, TypeError, KeyError):
-            offsets = {}
-        if self.exactly_once:
-            if offsets:
-                path.unlink()
-            else:
-                wiped = path.parent / "rocksdb"
-                if wiped.exists():
-                    log.warning(
-                        "task %s: no checkpoint after an unclean stop under exactly-once: wiping %s "
-                        "and restoring it from the changelog",
-                        self.task_id,
-                        wiped,
-                    )
-                    shutil.rmtree(wiped)
-        return offsets
+        return self.state_manager.read_checkpoint()
 
     def write_checkpoint(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Records the changelog end offsets the flushed persistent stores correspond to (atomic rename)."""
-        path = self.checkpoint_file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps({"version": 1, "offsets": [[tp.topic, tp.partition, o] for tp, o in offsets.items()]})
-        )
-        os.replace(tmp, path)
+        """Records the changelog end offsets the flushed persistent stores correspond to."""
+        self.state_manager.write_checkpoint(offsets)
 
     def close(self) -> None:
         """Closes processors and stores; safe to call twice."""
@@ -302,11 +252,7 @@ class StreamTask:
                 node.close()
             except Exception as e:  # a failing close must not keep the other stores open
                 errors.append(e)
-        for registered in self.stores.values():
-            try:
-                registered.store.close()
-            except Exception as e:
-                errors.append(e)
+        errors.extend(self.state_manager.close())
         if errors:
             raise ProcessingError(f"closing task {self.task_id} failed: {errors[0]}", task_id=self.task_id)
 
@@ -511,16 +457,11 @@ class StreamTask:
         return fired
 
     def flush(self) -> None:
-        for registered in self.stores.values():
-            registered.store.flush()
+        self.state_manager.flush()
 
     def has_cached_changes(self) -> bool:
         """Whether a record cache holds updates not yet written and forwarded (they go at the next commit)."""
-        for registered in list(self.stores.values()):
-            layer = caching_layer(registered.store)
-            if layer is not None and layer.cache.pending():
-                return True
-        return False
+        return self.state_manager.has_cached_changes()
 
     def offsets_to_commit(self) -> dict[TopicPartition, int]:
         """Consumed positions that changed since the last commit (call ``flush`` first)."""
