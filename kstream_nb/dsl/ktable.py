@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from kstream_nb.dsl.functions import check_callable, takes_key
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor import table_ops
-from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
+from kstream_nb.state.builders import VersionedKeyValueStoreBuilder
+from kstream_nb.state.suppliers import VersionedKeyValueStoreSupplier
 
 if TYPE_CHECKING:
     from kstream_nb.dsl.builder import StreamsBuilder

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.state.changelogging import StoreMeter
-from kstream_nb.state.suppression_buffer import SuppressionBuffer
 
 if TYPE_CHECKING:
     from kstream_nb.runtime.app import KafkaStreams
@@ -19,7 +18,7 @@ def store_metrics(tasks: list[Any]) -> dict[str, dict[str, Any]]:
     for task in tasks:
         for name, registered in list(task.stores.items()):
             store = registered.store
-            if not isinstance(store, StoreMeter | SuppressionBuffer):
+            if not isinstance(store, StoreMeter):
                 continue
             metrics = store.metrics()
             total = out.get(name)

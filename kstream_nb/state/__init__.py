@@ -1,12 +1,6 @@
 """State stores: interfaces, in-memory backend, caching/change-logging/metering layers, builders, queries."""
 
-from kstream_nb.state.builders import (
-    InMemoryKeyValueStoreSupplier,
-    KeyValueStoreBuilder,
-    KeyValueStoreSupplier,
-    StoreBuilder,
-    Stores,
-)
+from kstream_nb.state.builders import KeyValueStoreBuilder, StoreBuilder, Stores, VersionedKeyValueStoreBuilder
 from kstream_nb.state.caching import CachingKeyValueStore, ThreadCache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
@@ -19,13 +13,17 @@ from kstream_nb.state.store import (
     StateStoreContext,
     WrappedKeyValueStore,
 )
+from kstream_nb.state.suppliers import (
+    InMemoryKeyValueStoreSupplier,
+    KeyValueStoreSupplier,
+    VersionedKeyValueStoreSupplier,
+)
 from kstream_nb.state.versioned import (
     PUT_RETURN_CODE_NOT_PUT,
     PUT_RETURN_CODE_VALID_TO_UNDEFINED,
     VersionedKeyValueStore,
     VersionedRecord,
 )
-from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
 
 __all__ = [
     "PUT_RETURN_CODE_NOT_PUT",

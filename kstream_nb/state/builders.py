@@ -1,4 +1,10 @@
-"""Kafka Streams' ``Stores`` factory: store suppliers and builders that stack the store layers."""
+"""Kafka Streams' store builders and the ``Stores`` factory.
+
+One ``StoreBuilder.build`` composes every stack as Kafka's ``KeyValueStoreBuilder``,
+``TimestampedKeyValueStoreBuilder``, ``WindowStoreBuilder``, ``SessionStoreBuilder`` and
+``VersionedKeyValueStoreBuilder`` do: metered(maybe-cached(maybe-logged(backend))); each kind says only
+which backend and which layers it has.
+"""
 
 from __future__ import annotations
 
@@ -6,169 +12,34 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from kstream_nb.cluster.serdes import SerdeSpec, serde_from
-from kstream_nb.durations import Duration, to_millis
-from kstream_nb.errors import StreamsError
-from kstream_nb.state.caching import CachingKeyValueStore, thread_cache
+from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.durations import Duration
+from kstream_nb.errors import IllegalStateError
+from kstream_nb.state.caching import CachingKeyValueStore, ThreadCache, thread_cache
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
-from kstream_nb.state.memory import InMemoryKeyValueStore
 from kstream_nb.state.session_caching import CachingSessionStore
-from kstream_nb.state.store import KeyValueStore, StateStore
-from kstream_nb.state.versioned_builders import VersionedKeyValueStoreBuilder, VersionedKeyValueStoreSupplier
+from kstream_nb.state.store import KeyValueStore
+from kstream_nb.state.suppliers import (
+    InMemoryKeyValueStoreSupplier,
+    KeyValueStoreSupplier,
+    RocksDBKeyValueStoreSupplier,
+    SessionStoreSupplier,
+    VersionedKeyValueStoreSupplier,
+    WindowStoreSupplier,
+)
+from kstream_nb.state.versioned_layers import ChangeLoggingVersionedKeyValueStore, MeteredVersionedKeyValueStore
 from kstream_nb.state.window_caching import CachingWindowStore
 from kstream_nb.state.window_store import (
     ChangeLoggingSessionStore,
     ChangeLoggingWindowStore,
-    InMemorySessionStore,
-    InMemoryWindowStore,
     MeteredSessionStore,
     MeteredWindowStore,
     SessionStore,
     WindowStore,
 )
 
-
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise StreamsError(f"a store name must be a non-empty string, got {name!r}")
-    return name
-
-
-class KeyValueStoreSupplier(ABC):
-    """Makes the innermost (bytes-free) store of a key-value stack, one per task."""
-
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """The store's name."""
-
-    @property
-    @abstractmethod
-    def metrics_scope(self) -> str:
-        """The backend's name in metrics ("in-memory", "rocksdb")."""
-
-    @abstractmethod
-    def get(self) -> KeyValueStore:
-        """A new, uninitialized store."""
-
-
-class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
-    """Supplies ``InMemoryKeyValueStore`` instances."""
-
-    def __init__(self, name: str) -> None:
-        self._name = _check_name(name)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def metrics_scope(self) -> str:
-        return "in-memory"
-
-    def get(self) -> KeyValueStore:
-        return InMemoryKeyValueStore(self._name)
-
-    def __repr__(self) -> str:
-        return f"InMemoryKeyValueStoreSupplier({self._name!r})"
-
-
-class RocksDBKeyValueStoreSupplier(KeyValueStoreSupplier):
-    """Supplies ``RocksDBKeyValueStore`` instances (persistent, under the app's state_dir)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = _check_name(name)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def metrics_scope(self) -> str:
-        return "rocksdb"
-
-    def get(self) -> KeyValueStore:
-        from kstream_nb.state.rocksdb import RocksDBKeyValueStore
-
-        return RocksDBKeyValueStore(self._name)
-
-    def __repr__(self) -> str:
-        return f"RocksDBKeyValueStoreSupplier({self._name!r})"
-
-
-class WindowStoreSupplier:
-    """Makes window stores (in memory or RocksDB) with a retention period and a window size, one per task."""
-
-    def __init__(
-        self, name: str, retention: Duration, window_size: Duration, retain_duplicates: bool, persistent: bool
-    ) -> None:
-        self._name = _check_name(name)
-        self.retention_ms = to_millis(retention, "retention")
-        self.window_size_ms = to_millis(window_size, "window size")
-        if self.window_size_ms < 0 or self.retention_ms < self.window_size_ms:
-            raise StreamsError(
-                f"window store {name!r}: retention ({self.retention_ms} ms) must be at least the window size "
-                f"({self.window_size_ms} ms), and the window size not negative"
-            )
-        self.retain_duplicates = retain_duplicates
-        self.persistent = persistent
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def metrics_scope(self) -> str:
-        """The backend's name in metrics ("in-memory-window", "rocksdb-window")."""
-        return "rocksdb-window" if self.persistent else "in-memory-window"
-
-    def get(self) -> WindowStore:
-        """A new, uninitialized store."""
-        if self.persistent:
-            from kstream_nb.state.rocksdb_window import RocksDBWindowStore
-
-            return RocksDBWindowStore(self._name, self.retention_ms, self.window_size_ms, self.retain_duplicates)
-        return InMemoryWindowStore(self._name, self.retention_ms, self.window_size_ms, self.retain_duplicates)
-
-    def __repr__(self) -> str:
-        return (
-            f"WindowStoreSupplier({self._name!r}, retention_ms={self.retention_ms}, "
-            f"window_size_ms={self.window_size_ms}, persistent={self.persistent})"
-        )
-
-
-class SessionStoreSupplier:
-    """Makes session stores (in memory or RocksDB) with a retention period, one per task."""
-
-    def __init__(self, name: str, retention: Duration, persistent: bool) -> None:
-        self._name = _check_name(name)
-        self.retention_ms = to_millis(retention, "retention")
-        if self.retention_ms < 0:
-            raise StreamsError(f"session store {name!r}: retention must not be negative, got {retention!r}")
-        self.persistent = persistent
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def metrics_scope(self) -> str:
-        """The backend's name in metrics ("in-memory-session", "rocksdb-session")."""
-        return "rocksdb-session" if self.persistent else "in-memory-session"
-
-    def get(self) -> SessionStore:
-        """A new, uninitialized store."""
-        if self.persistent:
-            from kstream_nb.state.rocksdb_window import RocksDBSessionStore
-
-            return RocksDBSessionStore(self._name, self.retention_ms)
-        return InMemorySessionStore(self._name, self.retention_ms)
-
-    def __repr__(self) -> str:
-        return (
-            f"SessionStoreSupplier({self._name!r}, retention_ms={self.retention_ms}, persistent={self.persistent})"
-        )
-
+#: Kafka's VERSIONED_STORE_CHANGE_LOG_ADDITIONAL_COMPACTION_LAG_MS
+ADDITIONAL_COMPACTION_LAG_MS = 86_400_000
 
 _B = TypeVar("_B", bound="StoreBuilder")
 
@@ -189,21 +60,39 @@ class StoreFactory(Protocol):
 
 
 def changelog_topic_config(builder: StoreFactory, additional_retention_ms: int) -> dict[str, str]:
-    """The configs a store's changelog topic is created with, as Kafka Streams sets them: compacted; a window
-    or session store's also deleted after its retention plus ``additional_retention_ms`` (old windows never
-    come back, so compaction alone would keep them for ever). The store's ``log_config`` wins."""
-    if not isinstance(builder, WindowStoreBuilder):
-        return {"cleanup.policy": "compact", **builder.log_config}
-    config = {"cleanup.policy": "compact,delete", **builder.log_config}
-    config.setdefault("retention.ms", str(builder.retention_ms + additional_retention_ms))
-    return config
+    """The configs a store's changelog topic is created with (``StoreBuilder.changelog_config``); a factory
+    that is no ``StoreBuilder`` gets a compacted topic with its ``log_config``."""
+    if isinstance(builder, StoreBuilder):
+        return builder.changelog_config(additional_retention_ms)
+    return {"cleanup.policy": "compact", **builder.log_config}
+
+
+def _first(*specs: SerdeSpec | None) -> SerdeSpec:
+    return next(spec for spec in specs if spec is not None)
 
 
 class StoreBuilder(ABC):
-    """Builds one store stack per task, with the logging and caching choices made on it."""
+    """Builds one store stack per task, with the logging and caching choices made on it.
 
-    def __init__(self, name: str) -> None:
+    ``build`` is the same for every kind: ``metered(cached(logged(backend)))``, the caching layer only when
+    enabled, cacheable and given a budget, the change-logging one only when enabled. Subclasses say which
+    backend (``_backend``) and which layers (``_logged``, ``_cached``, ``_metered``); a buffer that logs and
+    counts itself (suppression, time-ordered join buffer) is its own stack.
+    """
+
+    #: DSL-made stores follow the app's ``default_dsl_store``; those from a user's supplier keep their backend
+    follows_dsl_store = False
+    #: values are ValueAndTimestamp (KTable and aggregation stores)
+    timestamped = False
+    #: what ``app.store`` and the DSL check (a versioned table, a versioned join lookup)
+    versioned = False
+
+    def __init__(
+        self, name: str, key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None
+    ) -> None:
         self._name = name
+        self.key_serde = key_serde
+        self.value_serde = value_serde
         self._logging_enabled = True
         self._log_config: dict[str, str] = {}
         self._caching_enabled = False
@@ -227,6 +116,11 @@ class StoreBuilder(ABC):
         """Whether a record cache sits in the stack (built when the app's ``statestore_cache_max_bytes`` > 0)."""
         return self._caching_enabled
 
+    def changelog_config(self, additional_retention_ms: int) -> dict[str, str]:
+        """The configs the changelog topic is created with, as Kafka Streams sets them: compacted, and the
+        store's ``log_config``. (``additional_retention_ms`` is for window and session stores.)"""
+        return {"cleanup.policy": "compact", **self.log_config}
+
     def with_logging_enabled(self: _B, config: dict[str, str] | None = None) -> _B:
         """Logs changes to the changelog, created with the given topic configs."""
         self._logging_enabled = True
@@ -234,7 +128,7 @@ class StoreBuilder(ABC):
         return self
 
     def with_logging_disabled(self: _B) -> _B:
-        """No changelog: the store starts empty after a restart or a task move."""
+        """No changelog: the store starts empty after a task move (a RocksDB store keeps its disk data)."""
         self._logging_enabled = False
         self._log_config = {}
         return self
@@ -249,18 +143,74 @@ class StoreBuilder(ABC):
         self._caching_enabled = False
         return self
 
-    @abstractmethod
     def build(
-        self, default_key_serde: SerdeSpec | None = None, default_value_serde: SerdeSpec | None = None
-    ) -> StateStore:
-        """A new store stack; serdes left None on the builder fall back to the given defaults, then JSON."""
+        self,
+        default_key_serde: SerdeSpec | None = None,
+        default_value_serde: SerdeSpec | None = None,
+        dsl_store: str | None = None,
+        cache_max_bytes: int = 0,
+    ) -> Any:
+        """A new stack: metered -> caching (if enabled) -> change-logging (if enabled) -> backend.
+
+        Serdes left None on the builder fall back to the given defaults, then JSON. ``dsl_store="rocksdb"``
+        makes a DSL store persistent (the app's ``default_dsl_store``). ``cache_max_bytes`` is the budget of
+        the calling stream thread's record cache (Kafka's ThreadCache, shared by the cached stores of its
+        tasks): with caching enabled and a budget above 0, a caching layer is built over it, else none.
+        """
+        key_serde, value_serde = self._serdes(default_key_serde, default_value_serde)
+        backend, metrics_scope = self._backend(
+            dsl_store if self.follows_dsl_store else None, key_serde, value_serde
+        )
+        store: Any = backend
+        if self._logging_enabled:
+            store = self._logged(store, key_serde, value_serde)
+        if self._caching_enabled and cache_max_bytes > 0 and self._cacheable(backend):
+            store = self._cached(store, key_serde, thread_cache(cache_max_bytes))
+        return self._metered(store, metrics_scope)
+
+    def _serdes(
+        self, default_key_serde: SerdeSpec | None, default_value_serde: SerdeSpec | None
+    ) -> tuple[Serde, Serde]:
+        """The store's key and value serdes."""
+        return (
+            serde_from(_first(self.key_serde, default_key_serde, "json")),
+            serde_from(_first(self.value_serde, default_value_serde, "json")),
+        )
+
+    def _use_serdes(self, backend: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        """Gives a backend that stores bytes (RocksDB) the serdes; returns it."""
+        use_serdes = getattr(backend, "use_serdes", None)
+        if use_serdes is not None:
+            use_serdes(key_serde, value_serde, self.timestamped)
+        return backend
+
+    @abstractmethod
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        """A new innermost store (persistent if ``dsl_store`` is ``"rocksdb"``) and its name in metrics."""
+
+    def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        """The change-logging layer over ``store`` (none: a store that logs its own changes, as a buffer)."""
+        return store
+
+    def _cacheable(self, backend: Any) -> bool:
+        """Whether the backend can have a record cache in front of it."""
+        return True
+
+    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+        """The caching layer over ``store`` (the builders without one never enable caching)."""
+        raise NotImplementedError(f"{type(self).__name__} builds no caching layer")
+
+    def _metered(self, store: Any, metrics_scope: str) -> Any:
+        """The outermost, metering layer (none: a store that counts its own operations, or none at all)."""
+        return store
+
+    def __repr__(self) -> str:
+        kind, logging, caching = type(self).__name__, self._logging_enabled, self._caching_enabled
+        return f"{kind}({self._name!r}, logging={logging}, caching={caching})"
 
 
 class KeyValueStoreBuilder(StoreBuilder):
-    """Builds metered -> caching (when enabled) -> change-logging (when enabled) -> supplied store.
-
-    A new layer is one ``WrappedKeyValueStore`` subclass and one line here.
-    """
+    """Builds metered -> caching (when enabled) -> change-logging (when enabled) -> supplied store."""
 
     def __init__(
         self,
@@ -268,55 +218,151 @@ class KeyValueStoreBuilder(StoreBuilder):
         key_serde: SerdeSpec | None = None,
         value_serde: SerdeSpec | None = None,
     ) -> None:
-        super().__init__(supplier.name)
+        super().__init__(supplier.name, key_serde, value_serde)
         self.supplier = supplier
-        self.key_serde = key_serde
-        self.value_serde = value_serde
 
-    #: values are ValueAndTimestamp (KTable and aggregation stores)
-    timestamped = False
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        supplier = self.supplier.for_dsl_store(dsl_store)
+        return self._use_serdes(supplier.get(), key_serde, value_serde), supplier.metrics_scope
 
-    def build(
-        self,
-        default_key_serde: SerdeSpec | None = None,
-        default_value_serde: SerdeSpec | None = None,
-        dsl_store: str | None = None,
-        cache_max_bytes: int = 0,
-    ) -> KeyValueStore:
-        """The stack metered -> caching (if enabled) -> change-logging (if enabled) -> backend.
+    def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        return ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
 
-        ``dsl_store="rocksdb"`` swaps an in-memory backend for RocksDB (the app's ``default_dsl_store``).
-        ``cache_max_bytes`` is the budget of the calling stream thread's record cache (Kafka's ThreadCache,
-        shared by the cached stores of its tasks); with caching enabled and a budget above 0, a caching
-        layer is built over it, else none.
-        """
-        supplier = self.supplier
-        if dsl_store == "rocksdb" and isinstance(supplier, InMemoryKeyValueStoreSupplier):
-            supplier = RocksDBKeyValueStoreSupplier(supplier.name)
-        store = supplier.get()
-        key_serde = serde_from(_first(self.key_serde, default_key_serde, "json"))
-        value_serde = serde_from(_first(self.value_serde, default_value_serde, "json"))
-        use_serdes = getattr(store, "use_serdes", None)
+    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+        # a persistent backend scans in serialized-key order: the cache merges its entries in that order
+        name = self._name
+        order = (lambda key: key_serde.serialize(name, key)) if store.persistent else None
+        return CachingKeyValueStore(store, cache, order)
+
+    def _metered(self, store: Any, metrics_scope: str) -> KeyValueStore:
+        return MeteredKeyValueStore(store, metrics_scope)
+
+
+class WindowStoreBuilder(StoreBuilder):
+    """Builds a window store stack for each task: metered, cached when enabled (unless it keeps duplicates),
+    change-logged unless disabled.
+
+    ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
+    backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
+    ``Stores`` supplier keep the backend the supplier names. A window store's changelog is also deleted
+    after the retention (``changelog_config``), and ``app.store`` answers window queries for it.
+    """
+
+    #: what the metrics scope of the backend ends with
+    _scope_suffix = "-window"
+
+    def __init__(self, name: str, make: Callable[[], WindowStore | SessionStore],
+                 key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None,
+                 timestamped: bool = True, follows_dsl_store: bool = True) -> None:  # fmt: skip
+        super().__init__(name, key_serde, value_serde)
+        self.timestamped = timestamped
+        self._make = make
+        self.follows_dsl_store = follows_dsl_store
+        if type(self) is WindowStoreBuilder and isinstance(make(), SessionStore):
+            # the DSL builds its session stores with this class: they are a SessionStoreBuilder's
+            self.__class__ = SessionStoreBuilder
+
+    @property
+    def retention_ms(self) -> int:
+        """How long the store keeps windows or sessions behind stream time (its backend's retention)."""
+        return int(self._make().retention_ms)
+
+    def changelog_config(self, additional_retention_ms: int) -> dict[str, str]:
+        """Compacted and deleted after the retention plus ``additional_retention_ms`` (old windows never come
+        back, so compaction alone would keep them for ever); the store's ``log_config`` wins."""
+        config = {"cleanup.policy": "compact,delete", **self.log_config}
+        config.setdefault("retention.ms", str(self.retention_ms + additional_retention_ms))
+        return config
+
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        store: Any = self._make()
+        if dsl_store == "rocksdb":
+            from kstream_nb.state.rocksdb_window import persistent_equivalent
+
+            store = persistent_equivalent(store)
+        scope = ("rocksdb" if store.persistent else "in-memory") + self._scope_suffix
+        return self._use_serdes(store, key_serde, value_serde), scope
+
+    def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        return ChangeLoggingWindowStore(store, key_serde, value_serde, self.timestamped)
+
+    def _cacheable(self, backend: Any) -> bool:
+        return isinstance(backend, WindowStore) and not backend.retain_duplicates
+
+    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+        return CachingWindowStore(store, cache)
+
+    def _metered(self, store: Any, metrics_scope: str) -> Any:
+        return MeteredWindowStore(store, metrics_scope)
+
+
+class SessionStoreBuilder(WindowStoreBuilder):
+    """Builds a session store stack for each task: metered, cached when enabled, change-logged unless
+    disabled. (A ``WindowStoreBuilder`` too: a store with a retention, queried and change-logged alike.)"""
+
+    _scope_suffix = "-session"
+
+    def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        return ChangeLoggingSessionStore(store, key_serde, value_serde)
+
+    def _cacheable(self, backend: Any) -> bool:
+        return True
+
+    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+        return CachingSessionStore(store, cache)
+
+    def _metered(self, store: Any, metrics_scope: str) -> Any:
+        return MeteredSessionStore(store, metrics_scope)
+
+
+class VersionedKeyValueStoreBuilder(StoreBuilder):
+    """Builds metered -> change-logging (unless disabled) -> versioned backend, one stack per task.
+
+    Every write goes to the changelog at once; the topic is compacted with ``min.compaction.lag.ms`` =
+    history retention plus one day (Kafka's ``VersionedChangelogTopicConfig``), so compaction keeps the
+    history a restore needs. Versioned stores have no record cache.
+    """
+
+    versioned = True
+
+    def __init__(self, supplier: VersionedKeyValueStoreSupplier, key_serde: SerdeSpec | None = None,
+                 value_serde: SerdeSpec | None = None) -> None:  # fmt: skip
+        super().__init__(supplier.name, key_serde, value_serde)
+        self.supplier = supplier
+
+    @property
+    def history_retention_ms(self) -> int:
+        return self.supplier.history_retention_ms
+
+    @property
+    def log_config(self) -> dict[str, str]:
+        """The changelog's topic configs: ``min.compaction.lag.ms`` = history retention + 1 day unless given."""
+        config = dict(self._log_config)
+        config.setdefault(
+            "min.compaction.lag.ms", str(self.supplier.history_retention_ms + ADDITIONAL_COMPACTION_LAG_MS)
+        )
+        return config
+
+    def with_caching_enabled(self) -> VersionedKeyValueStoreBuilder:
+        raise IllegalStateError(f"versioned store {self.name!r}: versioned stores do not support caching")
+
+    def _use_serdes(self, backend: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        use_serdes = getattr(backend, "use_serdes", None)
         if use_serdes is not None:
-            use_serdes(key_serde, value_serde, self.timestamped)
-        if self._logging_enabled:
-            store = ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
-        if self._caching_enabled and cache_max_bytes > 0:
-            # a persistent backend scans in serialized-key order: the cache merges its entries in that order
-            name = supplier.name
-            order = (lambda key: key_serde.serialize(name, key)) if store.persistent else None
-            store = CachingKeyValueStore(store, thread_cache(cache_max_bytes), order)
-        return MeteredKeyValueStore(store, supplier.metrics_scope)
+            use_serdes(key_serde, value_serde)
+        return backend
+
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        return self._use_serdes(self.supplier.get(), key_serde, value_serde), self.supplier.metrics_scope
+
+    def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
+        return ChangeLoggingVersionedKeyValueStore(store, key_serde, value_serde)
+
+    def _metered(self, store: Any, metrics_scope: str) -> Any:
+        return MeteredVersionedKeyValueStore(store, metrics_scope)
 
     def __repr__(self) -> str:
-        return (
-            f"KeyValueStoreBuilder({self._name!r}, logging={self._logging_enabled}, "
-            f"caching={self._caching_enabled})"
-        )
-
-
-def _first(*specs: SerdeSpec | None) -> SerdeSpec:
-    return next(spec for spec in specs if spec is not None)
+        return f"VersionedKeyValueStoreBuilder({self.name!r}, logging={self._logging_enabled})"
 
 
 class Stores:
@@ -410,101 +456,7 @@ class Stores:
     @staticmethod
     def session_store_builder(
         supplier: SessionStoreSupplier, key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None
-    ) -> WindowStoreBuilder:
+    ) -> SessionStoreBuilder:
         """A builder of session store stacks; logging is enabled by default."""
-        return WindowStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=False,
-                                  follows_dsl_store=False)  # fmt: skip
-
-
-class WindowStoreBuilder:
-    """Builds a window or session store stack for each task: metered, cached when enabled, change-logged
-    unless disabled.
-
-    ``make`` supplies the backend. Builders made by the DSL (``follows_dsl_store``) swap their in-memory
-    backend for RocksDB when the app's ``default_dsl_store`` is ``"rocksdb"``; builders made from a
-    ``Stores`` supplier keep the backend the supplier names.
-    """
-
-    def __init__(self, name: str, make: Callable[[], WindowStore | SessionStore],
-                 key_serde: SerdeSpec | None = None, value_serde: SerdeSpec | None = None,
-                 timestamped: bool = True, follows_dsl_store: bool = True) -> None:  # fmt: skip
-        self.name = name
-        self.timestamped = timestamped
-        self._make = make
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        self.follows_dsl_store = follows_dsl_store
-        self.logging_enabled = True
-        self.log_config: dict[str, str] = {}
-        self.caching_enabled = False
-
-    @property
-    def retention_ms(self) -> int:
-        """How long the store keeps windows or sessions behind stream time (its backend's retention)."""
-        return int(self._make().retention_ms)
-
-    def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
-        """Logs changes to the changelog, created with the given topic configs."""
-        self.logging_enabled = True
-        self.log_config = dict(config or {})
-        return self
-
-    def with_logging_disabled(self) -> WindowStoreBuilder:
-        """No changelog: the store starts empty after a task move (a RocksDB store keeps its disk data)."""
-        self.logging_enabled = False
-        self.log_config = {}
-        return self
-
-    def with_caching_enabled(self) -> WindowStoreBuilder:
-        """A record cache in front of a window or session store when the app's ``statestore_cache_max_bytes`` is
-        above 0 (stores keeping duplicates are not cached)."""
-        self.caching_enabled = True
-        return self
-
-    def with_caching_disabled(self) -> WindowStoreBuilder:
-        """Every write goes straight through to the store and its changelog."""
-        self.caching_enabled = False
-        return self
-
-    def build(
-        self,
-        default_key_serde: SerdeSpec | None = None,
-        default_value_serde: SerdeSpec | None = None,
-        dsl_store: str | None = None,
-        cache_max_bytes: int = 0,
-    ) -> Any:
-        """A new store stack: metered -> caching (if enabled and ``cache_max_bytes`` > 0) -> change-logging (if
-        enabled) -> backend; ``dsl_store="rocksdb"`` makes a DSL store persistent (``default_dsl_store``)."""
-        store: Any = self._make()
-        if dsl_store == "rocksdb" and self.follows_dsl_store:
-            from kstream_nb.state.rocksdb_window import persistent_equivalent
-
-            store = persistent_equivalent(store)
-        backend = store
-        key_serde = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
-        value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
-        use_serdes = getattr(store, "use_serdes", None)
-        if use_serdes is not None:
-            use_serdes(key_serde, value, self.timestamped)
-        cached = (
-            self.caching_enabled
-            and cache_max_bytes > 0
-            and (
-                isinstance(store, SessionStore) or (isinstance(store, WindowStore) and not store.retain_duplicates)
-            )
-        )
-        if self.logging_enabled:
-            if isinstance(store, SessionStore):
-                store = ChangeLoggingSessionStore(store, key_serde, value)
-            else:
-                store = ChangeLoggingWindowStore(store, key_serde, value, self.timestamped)
-        if cached:
-            layer = CachingSessionStore if isinstance(backend, SessionStore) else CachingWindowStore
-            store = layer(store, thread_cache(cache_max_bytes))
-        scope = "rocksdb" if backend.persistent else "in-memory"
-        if isinstance(backend, SessionStore):
-            return MeteredSessionStore(store, f"{scope}-session")
-        return MeteredWindowStore(store, f"{scope}-window")
-
-    def __repr__(self) -> str:
-        return f"WindowStoreBuilder({self.name!r}, logging={self.logging_enabled}, caching={self.caching_enabled})"
+        return SessionStoreBuilder(supplier.name, supplier.get, key_serde, value_serde, timestamped=False,
+                                   follows_dsl_store=False)  # fmt: skip

@@ -12,9 +12,9 @@ from typing import Any
 
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import SerializationError
-from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
+from kstream_nb.state.builders import KeyValueStoreBuilder
 from kstream_nb.state.memory import InMemoryKeyValueStore
-from kstream_nb.state.store import KeyValueStore
+from kstream_nb.state.suppliers import InMemoryKeyValueStoreSupplier
 
 #: the size of a left value's hash (``processor.fk_join.ValueHasher``)
 _HASH_SIZE = 16
@@ -123,37 +123,35 @@ class SubscriptionIndexStore(InMemoryKeyValueStore):
         return [(pk, found[pk]) for _, pk in self._fk_order[foreign_key]]
 
 
-class SubscriptionStoreBuilder:
+class SubscriptionStoreBuilder(KeyValueStoreBuilder):
     """Builds metered -> change-logging -> :class:`SubscriptionIndexStore`; key serdes default to the app's."""
 
-    logging_enabled = True
-    caching_enabled = False
+    #: the changelog holds (hash, partition) with the subscription's timestamp on the record
+    timestamped = True
 
     def __init__(
         self, name: str, foreign_key_serde: SerdeSpec | None, primary_key_serde: SerdeSpec | None
     ) -> None:
-        self.name = name
+        super().__init__(InMemoryKeyValueStoreSupplier(name))
         self.foreign_key_serde = foreign_key_serde
         self.primary_key_serde = primary_key_serde
-        self.log_config: dict[str, str] = {}
 
-    def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> KeyValueStore:
+    def _serdes(
+        self, default_key_serde: SerdeSpec | None, default_value_serde: SerdeSpec | None
+    ) -> tuple[Serde, Serde]:
+        """The changelog's serdes: combined ``(fk, pk)`` keys and ``(hash, partition)`` values."""
         default = default_key_serde if default_key_serde is not None else "json"
         fk = serde_from(self.foreign_key_serde if self.foreign_key_serde is not None else default)
         pk = serde_from(self.primary_key_serde if self.primary_key_serde is not None else default)
-        name = self.name
+        return CombinedKeySerde(fk, pk), SubscriptionStateSerde()
+
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        name, pk = self.name, key_serde.primary_key_serde  # type: ignore[attr-defined]
 
         def primary_key_order(key: Any) -> bytes:
             return pk.serialize(name, key) or b""
 
-        index = SubscriptionIndexStore(name, primary_key_order)
-        store = ChangeLoggingKeyValueStore(
-            index, CombinedKeySerde(fk, pk), SubscriptionStateSerde(), timestamped=True
-        )
-        return MeteredKeyValueStore(store)
-
-    def __repr__(self) -> str:
-        return f"SubscriptionStoreBuilder({self.name!r})"
+        return SubscriptionIndexStore(name, primary_key_order), "in-memory"
 
 
 def subscription_index(store: Any) -> SubscriptionIndexStore:

@@ -18,9 +18,10 @@ from kstream_nb.errors import IllegalStateError, SerializationError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.change_serde import ChangeSerde
 from kstream_nb.processor.windows import Windowed
-from kstream_nb.state.builders import KeyValueStoreBuilder, Stores
+from kstream_nb.state.builders import StoreBuilder
+from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.memory import InMemoryKeyValueStore
-from kstream_nb.state.store import KeyValueStore, StateStore, StateStoreContext
+from kstream_nb.state.store import StateStore, StateStoreContext
 
 
 class BufferedUpdate(NamedTuple):
@@ -99,7 +100,7 @@ class BufferValueSerde(Serde):
         return BufferedUpdate(buffer_time, timestamp, tuple(headers), self.change.deserialize(topic, data[pos:]))
 
 
-class SuppressionBuffer(InMemoryKeyValueStore):
+class SuppressionBuffer(InMemoryKeyValueStore, StoreMeter):
     """The suppression buffer (Kafka's InMemoryTimeOrderedKeyValueBuffer): a ``BufferedUpdate`` per key in
     memory, readable as a key-value store; each key changed since the last commit is logged once, at the
     commit (its latest update, or a tombstone), to ``<application_id>-<store>-changelog``, and restored
@@ -116,13 +117,13 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         self._dirty: dict[Any, int] = {}
         self._context: StateStoreContext | None = None
         self._topic = ""
-        self._puts = self._deletes = self._flushes = 0
+        StoreMeter.__init__(self, "in-memory-suppression")
 
     def metrics(self) -> dict[str, Any]:
         """What ``app.metrics()["stores"]`` shows for it: the buffered keys and the operation counts."""
         return {
             "store": self.name,
-            "scope": "in-memory-suppression",
+            "scope": self.metrics_scope,
             "entries": len(self._data),
             "put_total": self._puts,
             "delete_total": self._deletes,
@@ -181,21 +182,20 @@ class SuppressionBuffer(InMemoryKeyValueStore):
         self._version += 1
 
 
-class SuppressionBufferBuilder(KeyValueStoreBuilder):
-    """Builds a task's ``SuppressionBuffer``; its serdes wrap the table's (or the app's defaults)."""
+class SuppressionBufferBuilder(StoreBuilder):
+    """Builds a task's ``SuppressionBuffer`` (it logs and counts itself: no layers); its serdes wrap the
+    table's (or the app's defaults)."""
 
     def __init__(self, name: str, key_serde: SerdeSpec | None, value_serde: SerdeSpec | None) -> None:
-        super().__init__(Stores.in_memory_key_value_store(name))
-        self.table_key_serde = key_serde
-        self.table_value_serde = value_serde
+        super().__init__(name, key_serde, value_serde)
 
-    def build(
-        self,
-        default_key_serde: SerdeSpec | None = None,
-        default_value_serde: SerdeSpec | None = None,
-        dsl_store: str | None = None,
-        cache_max_bytes: int = 0,
-    ) -> KeyValueStore:
-        key = serde_from(self.table_key_serde or default_key_serde or "json")
-        value = serde_from(self.table_value_serde or default_value_serde or "json")
-        return SuppressionBuffer(self.name, key, value, self.logging_enabled)
+    def _serdes(
+        self, default_key_serde: SerdeSpec | None, default_value_serde: SerdeSpec | None
+    ) -> tuple[Serde, Serde]:
+        return (
+            serde_from(self.key_serde or default_key_serde or "json"),
+            serde_from(self.value_serde or default_value_serde or "json"),
+        )
+
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        return SuppressionBuffer(self.name, key_serde, value_serde, self.logging_enabled), "in-memory-suppression"

@@ -14,8 +14,9 @@ from bisect import insort
 from typing import Any, NamedTuple
 
 from kstream_nb.cluster.records import Headers
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde, SerdeSpec
 from kstream_nb.errors import SerializationError
+from kstream_nb.state.builders import StoreBuilder
 from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
 
 _TS = struct.Struct(">q")
@@ -180,30 +181,17 @@ class TimeOrderedJoinBuffer(StateStore):
         return f"TimeOrderedJoinBuffer({self._name!r}, grace_ms={self.grace_ms}, records={len(self._order)})"
 
 
-class TimeOrderedJoinBufferBuilder:
-    """Builds a task's join buffer; serdes left None fall back to the app's defaults (then JSON)."""
-
-    caching_enabled = False
+class TimeOrderedJoinBufferBuilder(StoreBuilder):
+    """Builds a task's join buffer (it logs itself: no layers); serdes left None fall back to the app's
+    defaults (then JSON)."""
 
     def __init__(self, name: str, grace_ms: int, key_serde: SerdeSpec | None = None,
                  value_serde: SerdeSpec | None = None) -> None:  # fmt: skip
-        self.name = name
+        super().__init__(name, key_serde, value_serde)
         self.grace_ms = grace_ms
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        self.logging_enabled = True
-        self.log_config: dict[str, str] = {}
 
-    def with_logging_disabled(self) -> TimeOrderedJoinBufferBuilder:
-        """No changelog: buffered records are lost when the task moves or the app restarts."""
-        self.logging_enabled = False
-        return self
-
-    def build(self, default_key_serde: SerdeSpec | None = None,
-              default_value_serde: SerdeSpec | None = None) -> TimeOrderedJoinBuffer:  # fmt: skip
-        key = serde_from(self.key_serde if self.key_serde is not None else default_key_serde or "json")
-        value = serde_from(self.value_serde if self.value_serde is not None else default_value_serde or "json")
-        return TimeOrderedJoinBuffer(self.name, self.grace_ms, key, value, self.logging_enabled)
+    def _backend(self, dsl_store: str | None, key_serde: Serde, value_serde: Serde) -> tuple[Any, str]:
+        return TimeOrderedJoinBuffer(self.name, self.grace_ms, key_serde, value_serde, self.logging_enabled), ""
 
     def __repr__(self) -> str:
         return f"TimeOrderedJoinBufferBuilder({self.name!r}, grace_ms={self.grace_ms})"

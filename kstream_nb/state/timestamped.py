@@ -14,10 +14,12 @@ __all__ = ["PlainValueView", "TimestampedKeyValueStoreBuilder", "ValueAndTimesta
 class TimestampedKeyValueStoreBuilder(KeyValueStoreBuilder):
     """A key-value store builder whose values are ``ValueAndTimestamp``.
 
-    As in Kafka, the changelog carries the plain value with the timestamp on the changelog record.
+    As in Kafka, the changelog carries the plain value with the timestamp on the changelog record. The DSL
+    makes these (KTables, aggregations): an in-memory one becomes RocksDB with ``default_dsl_store="rocksdb"``.
     """
 
     timestamped = True
+    follows_dsl_store = True
 
 
 class PlainValueView:

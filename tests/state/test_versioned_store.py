@@ -14,13 +14,13 @@ import pytest
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.builders import Stores, changelog_topic_config
+from kstream_nb.state.suppliers import VersionedKeyValueStoreSupplier
 from kstream_nb.state.versioned import (
     PUT_RETURN_CODE_NOT_PUT,
     PUT_RETURN_CODE_VALID_TO_UNDEFINED,
     VersionedRecord,
     VersionedStoreBackend,
 )
-from kstream_nb.state.versioned_builders import VersionedKeyValueStoreSupplier
 from tests.state.conftest import FakeContext
 
 HISTORY = 300_000
