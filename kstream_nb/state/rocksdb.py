@@ -42,32 +42,24 @@ def decode_value(serde: Serde, store: str, data: bytes, timestamped: bool) -> An
     return serde.deserialize(store, data)
 
 
-class RocksDBKeyValueStore(KeyValueStore):
-    """A persistent key-value store; ``use_serdes`` must be called (by the builder) before ``init``."""
+class RocksDBStore:
+    """What the RocksDB key-value and versioned stores share: one database under the task's state directory,
+    opened by ``init``; keys and values as bytes through the serdes the builder gives (``use_serdes``)."""
 
-    persistent = True
+    _name: str
 
-    def __init__(self, name: str) -> None:
-        self._name = name
+    def _setup_db(self) -> None:
         self._db: Rdict | None = None
         self._key_serde: Serde = serde_from("json")
         self._value_serde: Serde = serde_from("json")
-        self._timestamped = False
         self.path: Path | None = None
-
-    def use_serdes(self, key_serde: Serde, value_serde: Serde, timestamped: bool) -> None:
-        """How keys and values become bytes (the builder's serdes; timestamped = ValueAndTimestamp values)."""
-        self._key_serde, self._value_serde, self._timestamped = key_serde, value_serde, timestamped
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     @property
     def is_open(self) -> bool:
         return self._db is not None
 
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+    def _open_database(self, context: StateStoreContext, root: StateStore) -> None:
+        """Opens (creates) the database and registers ``root`` (restored only through a changelog layer)."""
         if context.state_dir is None:
             raise IllegalStateError(f"RocksDB store {self._name!r} needs a state_dir")
         self.path = (
@@ -77,7 +69,7 @@ class RocksDBKeyValueStore(KeyValueStore):
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         self._db = Rdict(str(self.path), options=options)
-        context.register(root if root is not None else self, self._restore_without_changelog, None)
+        context.register(root, self._restore_without_changelog, None)
 
     def _restore_without_changelog(self, batch: list[tuple[Any, ...]]) -> None:
         raise IllegalStateError(f"store {self._name!r} has logging disabled: there is no changelog to restore")
@@ -92,6 +84,37 @@ class RocksDBKeyValueStore(KeyValueStore):
         if data is None:
             raise ValueError(f"store {self._name!r}: keys must not be None")
         return data
+
+    def flush(self) -> None:
+        if self._db is not None:
+            self._db.flush()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+class RocksDBKeyValueStore(RocksDBStore, KeyValueStore):
+    """A persistent key-value store; ``use_serdes`` must be called (by the builder) before ``init``."""
+
+    persistent = True
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._setup_db()
+        self._timestamped = False
+
+    def use_serdes(self, key_serde: Serde, value_serde: Serde, timestamped: bool) -> None:
+        """How keys and values become bytes (the builder's serdes; timestamped = ValueAndTimestamp values)."""
+        self._key_serde, self._value_serde, self._timestamped = key_serde, value_serde, timestamped
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._open_database(context, root if root is not None else self)
 
     def _encode(self, value: Any) -> bytes:
         return encode_value(self._value_serde, self._name, value, self._timestamped)
@@ -144,15 +167,6 @@ class RocksDBKeyValueStore(KeyValueStore):
     def approximate_num_entries(self) -> int:
         """RocksDB's estimate of the number of keys."""
         return int(self._open_db().property_int_value("rocksdb.estimate-num-keys") or 0)
-
-    def flush(self) -> None:
-        if self._db is not None:
-            self._db.flush()
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
 
     def __repr__(self) -> str:
         return f"RocksDBKeyValueStore({self._name!r}, path={self.path})"

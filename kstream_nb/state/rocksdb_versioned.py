@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from rocksdict import Options, Rdict
+from rocksdict import Rdict
 
-from kstream_nb.cluster.serdes import Serde, serde_from
-from kstream_nb.errors import IllegalStateError
-from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, task_state_dir
+from kstream_nb.cluster.serdes import Serde
+from kstream_nb.state.rocksdb import RocksDBStore
+from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
 from kstream_nb.state.versioned import VersionedStoreBackend
 from kstream_nb.state.versioned_rows import KeyVersions, Row, VersionedRecord
 
@@ -72,52 +71,22 @@ def decode_rows(data: bytes) -> dict[int, Row]:
     return rows
 
 
-class RocksDBVersionedKeyValueStore(VersionedStoreBackend):
+class RocksDBVersionedKeyValueStore(RocksDBStore, VersionedStoreBackend):
     """A persistent versioned store; versions are kept as bytes (the builder's serdes, ``use_serdes``)."""
 
     persistent = True
 
     def __init__(self, name: str, history_retention_ms: int, segment_interval_ms: int) -> None:
         super().__init__(name, history_retention_ms, segment_interval_ms)
-        self._db: Rdict | None = None
-        self._key_serde: Serde = serde_from("json")
-        self._value_serde: Serde = serde_from("json")
-        self.path: Path | None = None
+        self._setup_db()
 
     def use_serdes(self, key_serde: Serde, value_serde: Serde) -> None:
         """How keys and values become bytes (set by the store builder before ``init``)."""
         self._key_serde, self._value_serde = key_serde, value_serde
 
-    @property
-    def is_open(self) -> bool:
-        return self._db is not None
-
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        if context.state_dir is None:
-            raise IllegalStateError(f"RocksDB store {self._name!r} needs a state_dir")
         self._context = context
-        self.path = (
-            task_state_dir(context.state_dir, context.application_id, context.task_id) / "rocksdb" / self._name
-        )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        self._db = Rdict(str(self.path), options=options)
-        context.register(root if root is not None else self, self._restore_without_changelog, None)
-
-    def _restore_without_changelog(self, batch: list[tuple[Any, ...]]) -> None:
-        raise IllegalStateError(f"store {self._name!r} has logging disabled: there is no changelog to restore")
-
-    def _open_db(self) -> Rdict:
-        if self._db is None:
-            raise IllegalStateError(f"RocksDB store {self._name!r} is not open")
-        return self._db
-
-    def _key(self, key: Any) -> bytes:
-        data = self._key_serde.serialize(self._name, key)
-        if data is None:
-            raise ValueError(f"store {self._name!r}: keys must not be None")
-        return data
+        self._open_database(context, root if root is not None else self)
 
     def _value(self, data: bytes) -> Any:
         return self._value_serde.deserialize(self._name, data)
@@ -179,15 +148,6 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBackend):
             record = VersionedRecord(self._value(data[_TS.size :]), _TS.unpack_from(data)[0])
             out.append(KeyValue(self._key_serde.deserialize(self._name, raw[1:]), record))
         return out
-
-    def flush(self) -> None:
-        if self._db is not None:
-            self._db.flush()
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
 
     def __repr__(self) -> str:
         return f"RocksDBVersionedKeyValueStore({self._name!r}, path={self.path})"

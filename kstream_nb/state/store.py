@@ -235,27 +235,24 @@ class KeyValueStore(ReadOnlyKeyValueStore, StateStore):
         """Removes ``key``; returns the old value or None."""
 
 
-class WrappedKeyValueStore(KeyValueStore):
-    """A layer over another key-value store that forwards everything; layers override what they add.
+class WrappedStateStore(StateStore):
+    """A layer over another store (Kafka's ``WrappedStateStore``): name, persistence, opening, flushing and
+    closing are the store's below; the outermost layer is the one the innermost store registers."""
 
-    Stores are stacks of these (metered -> caching -> change-logging -> in-memory / RocksDB), as in
-    Kafka Streams; a new layer is a subclass plus a line in the store builder.
-    """
-
-    def __init__(self, inner: KeyValueStore) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     @property
     def name(self) -> str:
-        return self.inner.name
+        return str(self.inner.name)
 
     @property
     def persistent(self) -> bool:
-        return self.inner.persistent
+        return bool(self.inner.persistent)
 
     @property
     def is_open(self) -> bool:
-        return self.inner.is_open
+        return bool(self.inner.is_open)
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self.inner.init(context, root if root is not None else self)
@@ -265,6 +262,25 @@ class WrappedKeyValueStore(KeyValueStore):
 
     def close(self) -> None:
         self.inner.close()
+
+    def approximate_num_entries(self) -> int:
+        return int(self.inner.approximate_num_entries())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+
+class WrappedKeyValueStore(WrappedStateStore, KeyValueStore):
+    """A layer over another key-value store that forwards everything; layers override what they add.
+
+    Stores are stacks of these (metered -> caching -> change-logging -> in-memory / RocksDB), as in
+    Kafka Streams; a new layer is a subclass plus a method of its store builder.
+    """
+
+    inner: KeyValueStore
+
+    def __init__(self, inner: KeyValueStore) -> None:
+        self.inner = inner
 
     def get(self, key: Any) -> Any:
         return self.inner.get(key)
@@ -281,9 +297,6 @@ class WrappedKeyValueStore(KeyValueStore):
     def reverse_all(self) -> list[KeyValue]:
         return self.inner.reverse_all()
 
-    def approximate_num_entries(self) -> int:
-        return self.inner.approximate_num_entries()
-
     def put(self, key: Any, value: Any) -> None:
         self.inner.put(key, value)
 
@@ -295,6 +308,3 @@ class WrappedKeyValueStore(KeyValueStore):
 
     def delete(self, key: Any) -> Any:
         return self.inner.delete(key)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inner!r})"

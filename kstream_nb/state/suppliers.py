@@ -42,8 +42,8 @@ class KeyValueStoreSupplier(ABC):
         return self
 
 
-class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
-    """Supplies ``InMemoryKeyValueStore`` instances."""
+class _NamedKeyValueStoreSupplier(KeyValueStoreSupplier):
+    """What the built-in key-value suppliers share: a checked name."""
 
     def __init__(self, name: str) -> None:
         self._name = _check_name(name)
@@ -51,6 +51,13 @@ class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
     @property
     def name(self) -> str:
         return self._name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r})"
+
+
+class InMemoryKeyValueStoreSupplier(_NamedKeyValueStoreSupplier):
+    """Supplies ``InMemoryKeyValueStore`` instances."""
 
     @property
     def metrics_scope(self) -> str:
@@ -63,19 +70,9 @@ class InMemoryKeyValueStoreSupplier(KeyValueStoreSupplier):
         """A RocksDB supplier of the same name when ``default_dsl_store`` is ``"rocksdb"``."""
         return RocksDBKeyValueStoreSupplier(self._name) if dsl_store == "rocksdb" else self
 
-    def __repr__(self) -> str:
-        return f"InMemoryKeyValueStoreSupplier({self._name!r})"
 
-
-class RocksDBKeyValueStoreSupplier(KeyValueStoreSupplier):
+class RocksDBKeyValueStoreSupplier(_NamedKeyValueStoreSupplier):
     """Supplies ``RocksDBKeyValueStore`` instances (persistent, under the app's state_dir)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = _check_name(name)
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     @property
     def metrics_scope(self) -> str:
@@ -85,9 +82,6 @@ class RocksDBKeyValueStoreSupplier(KeyValueStoreSupplier):
         from kstream_nb.state.rocksdb import RocksDBKeyValueStore
 
         return RocksDBKeyValueStore(self._name)
-
-    def __repr__(self) -> str:
-        return f"RocksDBKeyValueStoreSupplier({self._name!r})"
 
 
 class WindowStoreSupplier:

@@ -12,41 +12,22 @@ from typing import Any
 
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.state.changelogging import ChangelogRegistration, StoreMeter
-from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
+from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, WrappedStateStore
 from kstream_nb.state.versioned import VersionedKeyValueStore, VersionedRecord
 
 
-class WrappedVersionedKeyValueStore(VersionedKeyValueStore):
+class WrappedVersionedKeyValueStore(WrappedStateStore, VersionedKeyValueStore):
     """A layer over a versioned store that forwards everything; layers override what they add."""
+
+    inner: VersionedKeyValueStore
 
     def __init__(self, inner: VersionedKeyValueStore) -> None:
         self.inner = inner
         self.history_retention_ms = inner.history_retention_ms
 
     @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def persistent(self) -> bool:
-        return self.inner.persistent
-
-    @property
-    def is_open(self) -> bool:
-        return self.inner.is_open
-
-    @property
     def observed_stream_time(self) -> int:
         return int(getattr(self.inner, "observed_stream_time", -1))
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self.inner.init(context, root if root is not None else self)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def close(self) -> None:
-        self.inner.close()
 
     def put(self, key: Any, value: Any, timestamp: int) -> int:
         return self.inner.put(key, value, timestamp)
@@ -62,12 +43,6 @@ class WrappedVersionedKeyValueStore(VersionedKeyValueStore):
 
     def all(self) -> list[KeyValue]:
         return self.inner.all()
-
-    def approximate_num_entries(self) -> int:
-        return self.inner.approximate_num_entries()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inner!r})"
 
 
 class ChangeLoggingVersionedKeyValueStore(WrappedVersionedKeyValueStore):
