@@ -62,7 +62,7 @@ class AtLeastOnceCommit:
         try:
             thread.collector.flush()
             thread.producer.flush(COMMIT_TIMEOUT_S)
-            thread._publish()
+            thread.publish()
             # not waited for: a commit the broker does not take shows in a later poll, and is sent again
             thread.consumer.commit_async(offsets, metadata)
             if offsets:
@@ -111,9 +111,7 @@ class ExactlyOnceCommit(AtLeastOnceCommit):
             fenced.close(0)
         except Exception:
             log.debug("closing the fenced producer of %s failed", thread.name, exc_info=True)
-        thread.producer = thread.cluster.producer(thread.producer_config)
-        thread.producer.on_queue_full = thread._queue_full
-        thread.collector.use(thread.producer)
+        thread.replace_producer()
         thread.transaction = TransactionState.CORRUPTED
 
     def abort_and_rebuild_tasks(self, thread: StreamThread) -> None:

@@ -1,8 +1,10 @@
 """``StreamThread``: one background thread with its own consumer, producer and tasks.
 
 Loop: poll -> add records to tasks -> process -> punctuate -> commit on the interval. Rebalance callbacks
-run inside ``poll`` (as in Kafka): revoked tasks are committed and closed, assigned ones created and
-restored from their changelogs.
+run inside ``poll`` (as in Kafka): revoked tasks are committed and suspended (or closed), assigned ones
+resumed or created and restored from their changelogs. As Kafka Streams' ``StreamThread``, it drives the
+pieces that do the work: ``TaskManager`` (tasks, standbys), the commit strategy of its processing
+guarantee (``runtime/commit.py``), ``BrokerHealth``, and its life cycle as a ``ThreadState``.
 """
 
 from __future__ import annotations
@@ -358,7 +360,7 @@ class StreamThread(threading.Thread):
                 task.process(budget)
                 task.punctuate()
             if not self.commit.exactly_once:
-                self._publish()
+                self.publish()
             self.task_manager.update_standby_stores()
             self._maintain_group()
             self._follow_up_pending_tasks()
@@ -366,7 +368,7 @@ class StreamThread(threading.Thread):
             self._commit(force=False)
             self._sample_rate()
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         """Sends the iteration's output, then makes the consumed positions visible (lag, idleness).
 
         With an asynchronous producer (Kafka) the positions become visible once everything sent has been
@@ -419,6 +421,12 @@ class StreamThread(threading.Thread):
     _CLOSE_TIMEOUT_S = 30.0
     _CLOSE_AWAY_TIMEOUT_S = 1.0
 
+    def replace_producer(self) -> None:
+        """A new producer with the same settings (and transactional id) replaces the current one."""
+        self.producer = self.cluster.producer(self.producer_config)
+        self.producer.on_queue_full = self._queue_full
+        self.collector.use(self.producer)
+
     def _queue_full(self, waited_s: float) -> None:
         """While a send has waited a second for room in the producer's queue: the broker counts as away, a
         closing thread drops what is queued, and a shutdown stops the wait."""
@@ -448,7 +456,7 @@ class StreamThread(threading.Thread):
         self.transaction = TransactionState.IDLE
         if offsets:
             self.commit_total += 1
-        self._publish()
+        self.publish()
 
     def _close(self) -> None:
         self._closing = True
