@@ -84,21 +84,15 @@ class RocksDBKeyValueStoreSupplier(_NamedKeyValueStoreSupplier):
         return RocksDBKeyValueStore(self._name)
 
 
-class WindowStoreSupplier:
-    """Makes window stores (in memory or RocksDB) with a retention period and a window size, one per task."""
+class _RetainingStoreSupplier:
+    """What window and session suppliers share: a name, a retention behind stream time, memory or RocksDB."""
 
-    def __init__(
-        self, name: str, retention: Duration, window_size: Duration, retain_duplicates: bool, persistent: bool
-    ) -> None:
+    #: what the metrics scope ends with
+    _kind = ""
+
+    def __init__(self, name: str, retention: Duration, persistent: bool) -> None:
         self._name = _check_name(name)
         self.retention_ms = to_millis(retention, "retention")
-        self.window_size_ms = to_millis(window_size, "window size")
-        if self.window_size_ms < 0 or self.retention_ms < self.window_size_ms:
-            raise StreamsError(
-                f"window store {name!r}: retention ({self.retention_ms} ms) must be at least the window size "
-                f"({self.window_size_ms} ms), and the window size not negative"
-            )
-        self.retain_duplicates = retain_duplicates
         self.persistent = persistent
 
     @property
@@ -107,8 +101,26 @@ class WindowStoreSupplier:
 
     @property
     def metrics_scope(self) -> str:
-        """The backend's name in metrics ("in-memory-window", "rocksdb-window")."""
-        return "rocksdb-window" if self.persistent else "in-memory-window"
+        """The backend's name in metrics ("in-memory-window", "rocksdb-session", ...)."""
+        return ("rocksdb-" if self.persistent else "in-memory-") + self._kind
+
+
+class WindowStoreSupplier(_RetainingStoreSupplier):
+    """Makes window stores (in memory or RocksDB) with a retention period and a window size, one per task."""
+
+    _kind = "window"
+
+    def __init__(
+        self, name: str, retention: Duration, window_size: Duration, retain_duplicates: bool, persistent: bool
+    ) -> None:
+        super().__init__(name, retention, persistent)
+        self.window_size_ms = to_millis(window_size, "window size")
+        if self.window_size_ms < 0 or self.retention_ms < self.window_size_ms:
+            raise StreamsError(
+                f"window store {name!r}: retention ({self.retention_ms} ms) must be at least the window size "
+                f"({self.window_size_ms} ms), and the window size not negative"
+            )
+        self.retain_duplicates = retain_duplicates
 
     def get(self) -> WindowStore:
         """A new, uninitialized store."""
@@ -125,24 +137,15 @@ class WindowStoreSupplier:
         )
 
 
-class SessionStoreSupplier:
+class SessionStoreSupplier(_RetainingStoreSupplier):
     """Makes session stores (in memory or RocksDB) with a retention period, one per task."""
 
+    _kind = "session"
+
     def __init__(self, name: str, retention: Duration, persistent: bool) -> None:
-        self._name = _check_name(name)
-        self.retention_ms = to_millis(retention, "retention")
+        super().__init__(name, retention, persistent)
         if self.retention_ms < 0:
             raise StreamsError(f"session store {name!r}: retention must not be negative, got {retention!r}")
-        self.persistent = persistent
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def metrics_scope(self) -> str:
-        """The backend's name in metrics ("in-memory-session", "rocksdb-session")."""
-        return "rocksdb-session" if self.persistent else "in-memory-session"
 
     def get(self) -> SessionStore:
         """A new, uninitialized store."""
