@@ -21,6 +21,7 @@ from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import StoreBuilder
 from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.memory import InMemoryKeyValueStore
+from kstream_nb.state.record_headers import decode_headers, header_parts
 from kstream_nb.state.store import StateStore, StateStoreContext
 
 
@@ -35,7 +36,6 @@ class BufferedUpdate(NamedTuple):
 
 _KEY_HEAD = struct.Struct(">Bqq")
 _VALUE_HEAD = struct.Struct(">qqi")
-_LENGTH = struct.Struct(">i")
 
 
 class BufferKeySerde(Serde):
@@ -74,30 +74,18 @@ class BufferValueSerde(Serde):
             return _VALUE_HEAD.pack(data.buffer_time, data.timestamp, 0) + (
                 self.change.serialize(topic, data.change) or b""
             )
-        parts = [_VALUE_HEAD.pack(data.buffer_time, data.timestamp, len(data.headers))]
-        for name, value in data.headers:
-            encoded = name.encode()
-            parts += (_LENGTH.pack(len(encoded)), encoded)
-            parts += (_LENGTH.pack(-1),) if value is None else (_LENGTH.pack(len(value)), bytes(value))
-        parts.append(self.change.serialize(topic, data.change) or b"")
-        return b"".join(parts)
+        head = _VALUE_HEAD.pack(data.buffer_time, data.timestamp, len(data.headers))
+        return b"".join([head, *header_parts(data.headers), self.change.serialize(topic, data.change) or b""])
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:
             return None
         try:
             buffer_time, timestamp, count = _VALUE_HEAD.unpack_from(data)
-            pos, headers = _VALUE_HEAD.size, []
-            for _ in range(count):
-                (n,) = _LENGTH.unpack_from(data, pos)
-                name = data[pos + 4 : pos + 4 + n].decode()
-                pos += 4 + n
-                (n,) = _LENGTH.unpack_from(data, pos)
-                headers.append((name, None if n < 0 else data[pos + 4 : pos + 4 + n]))
-                pos += 4 + max(n, 0)
+            headers, pos = decode_headers(data, _VALUE_HEAD.size, count)
         except (struct.error, UnicodeDecodeError) as e:
             raise SerializationError(f"corrupt suppression buffer value in topic {topic!r}: {data[:32]!r}") from e
-        return BufferedUpdate(buffer_time, timestamp, tuple(headers), self.change.deserialize(topic, data[pos:]))
+        return BufferedUpdate(buffer_time, timestamp, headers, self.change.deserialize(topic, data[pos:]))
 
 
 class SuppressionBuffer(InMemoryKeyValueStore, StoreMeter):

@@ -17,6 +17,7 @@ from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serdes import Serde, SerdeSpec
 from kstream_nb.errors import SerializationError
 from kstream_nb.state.builders import StoreBuilder
+from kstream_nb.state.record_headers import decode_headers, header_parts
 from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
 
 _TS = struct.Struct(">q")
@@ -35,26 +36,13 @@ class BufferedRecord(NamedTuple):
 
 
 def _encode_value(value: bytes, headers: Headers) -> bytes:
-    parts = [_LEN.pack(len(headers))]
-    for name, header in headers:
-        encoded = name.encode()
-        parts += (_LEN.pack(len(encoded)), encoded)
-        parts += (_LEN.pack(-1),) if header is None else (_LEN.pack(len(header)), bytes(header))
-    parts.append(value)
-    return b"".join(parts)
+    return b"".join([_LEN.pack(len(headers)), *header_parts(headers), value])
 
 
 def _decode_value(data: bytes) -> tuple[bytes, Headers]:
     (count,) = _LEN.unpack_from(data)
-    pos, headers = _LEN.size, []
-    for _ in range(count):
-        (n,) = _LEN.unpack_from(data, pos)
-        name = data[pos + 4 : pos + 4 + n].decode()
-        pos += 4 + n
-        (n,) = _LEN.unpack_from(data, pos)
-        headers.append((name, None if n < 0 else data[pos + 4 : pos + 4 + n]))
-        pos += 4 + max(n, 0)
-    return data[pos:], tuple(headers)
+    headers, pos = decode_headers(data, _LEN.size, count)
+    return data[pos:], headers
 
 
 class TimeOrderedJoinBuffer(StateStore):
