@@ -259,7 +259,7 @@ class WindowStoreBuilder(StoreBuilder):
         self._make = make
         self.follows_dsl_store = follows_dsl_store
         if type(self) is WindowStoreBuilder and isinstance(make(), SessionStore):
-            # the DSL builds its session stores with this class: they are a SessionStoreBuilder's
+            # dsl/window_stores.py names this class for session stores too: such a builder is a session one
             self.__class__ = SessionStoreBuilder
 
     @property
