@@ -23,6 +23,7 @@ from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import TopologyError
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import changelog_topic_config
+from kstream_nb.topology.naming import changelog_topic, prefixed
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.assignor")
@@ -58,7 +59,7 @@ class StreamsPartitionAssignor:
         self._lock = threading.Lock()
 
     def resolve(self, topic: str) -> str:
-        return f"{self.application_id}-{topic}" if self.topology.is_internal(topic) else topic
+        return prefixed(self.application_id, topic) if self.topology.is_internal(topic) else topic
 
     def source_topics(self) -> list[str]:
         return [self.resolve(t) for t in self.topology.source_topics()]
@@ -151,7 +152,7 @@ class StreamsPartitionAssignor:
             topics = [self.resolve(t) for t in sub.source_topics]
             if not topics or any(t not in counts for t in topics):
                 continue
-            topic = f"{self.application_id}-{store}-changelog"
+            topic = changelog_topic(self.application_id, store)
             if self.admin.partition_count(topic) is None:
                 config = changelog_topic_config(builder, self.windowstore_changelog_additional_retention_ms)
                 specs.append(TopicSpec(topic, max(counts[t] for t in topics), config))

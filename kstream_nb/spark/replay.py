@@ -27,6 +27,7 @@ from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
 from kstream_nb.runtime.task import StreamTask
+from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
@@ -218,7 +219,7 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
     collector = CaptureCollector(plan, partition)
     global_stores = _global_stores(plan) if plan.global_records or topology.global_stores else None
     task = StreamTask(
-        f"{sub.id}_{partition}", sub, partition, topology, local_config, collector, lambda: -1,
+        str(TaskId(sub.id, partition)), sub, partition, topology, local_config, collector, lambda: -1,
         global_stores=global_stores.stores if global_stores else None,
     )  # fmt: skip
     try:

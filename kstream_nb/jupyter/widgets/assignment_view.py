@@ -12,6 +12,7 @@ import ipywidgets as widgets
 from kstream_nb.jupyter.refresher import DEFAULT_RATE_HZ, FINAL_STATES
 from kstream_nb.jupyter.widgets.live import STYLE, LiveWidget
 from kstream_nb.runtime.app import KafkaStreams
+from kstream_nb.runtime.task_id import TaskId
 
 
 class AssignmentView(LiveWidget):
@@ -117,7 +118,7 @@ class AssignmentView(LiveWidget):
 
 def _task_order(task: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in task.split("_"))
+        return TaskId.parse(task)
     except ValueError:
         return (1 << 30,)
 
