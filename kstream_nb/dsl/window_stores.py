@@ -28,7 +28,7 @@ from kstream_nb.processor.window_aggregate import (
     KStreamWindowAggregate,
 )
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows
-from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.state.builders import SessionStoreBuilder, WindowStoreBuilder
 from kstream_nb.state.dsl_window_store import DslSessionStore, DslWindowStore
 
 Windows = TimeWindows | SlidingWindows | SessionWindows
@@ -96,15 +96,15 @@ def window_store_builder(store_name: str, windows: Windows, retention: int, key_
     """The store of a windowed aggregation with retention ``retention`` ms (in memory unless the app's
     ``default_dsl_store`` is RocksDB); cached as Kafka's: time-window stores always, sliding-window and session
     stores unless the aggregation emits on window close."""
-    make: Callable[[], Any]
     final = emit == ON_WINDOW_CLOSE
-    if isinstance(windows, TimeWindows):
-        make = lambda: DslWindowStore(store_name, retention, windows.size_ms, final)  # noqa: E731
-    elif isinstance(windows, SlidingWindows):
-        make = lambda: DslWindowStore(store_name, retention, windows.time_difference_ms, final)  # noqa: E731
+    builder: WindowStoreBuilder
+    if isinstance(windows, SessionWindows):
+        make_session = lambda: DslSessionStore(store_name, retention)  # noqa: E731
+        builder = SessionStoreBuilder(store_name, make_session, key_serde, value_serde)
     else:
-        make = lambda: DslSessionStore(store_name, retention)  # noqa: E731
-    builder = WindowStoreBuilder(store_name, make, key_serde, value_serde)
+        size = windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
+        make_window = lambda: DslWindowStore(store_name, retention, size, final)  # noqa: E731
+        builder = WindowStoreBuilder(store_name, make_window, key_serde, value_serde)
     if isinstance(windows, TimeWindows) or not final:
         # cached when statestore_cache_max_bytes > 0 (WindowStoreMaterializer, SlidingWindowStoreMaterializer,
         # SessionStoreMaterializer: emit-on-close sliding and session stores are written through)

@@ -258,9 +258,6 @@ class WindowStoreBuilder(StoreBuilder):
         self.timestamped = timestamped
         self._make = make
         self.follows_dsl_store = follows_dsl_store
-        if type(self) is WindowStoreBuilder and isinstance(make(), SessionStore):
-            # dsl/window_stores.py names this class for session stores too: such a builder is a session one
-            self.__class__ = SessionStoreBuilder
 
     @property
     def retention_ms(self) -> int:

@@ -11,7 +11,7 @@ from rocksdict import Options, Rdict
 
 from kstream_nb.cluster.serdes import serde_from
 from kstream_nb.errors import StreamsError
-from kstream_nb.state.builders import Stores, WindowStoreBuilder
+from kstream_nb.state.builders import SessionStoreBuilder, Stores, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer
 from kstream_nb.state.rocksdb_window import RocksDBSessionStore, RocksDBWindowStore
 from kstream_nb.state.store import ValueAndTimestamp
@@ -356,7 +356,7 @@ def test_dsl_store_choice_swaps_only_dsl_builders() -> None:
     assert (swapped.retention_ms, swapped.window_size_ms, swapped.retain_duplicates) == (50, 10, True)
     assert swapped.persistent
     assert isinstance(backend(dsl.build(None, None, "in_memory")), InMemoryWindowStore)
-    sessions = WindowStoreBuilder("s", lambda: InMemorySessionStore("s", 50)).with_logging_disabled()
+    sessions = SessionStoreBuilder("s", lambda: InMemorySessionStore("s", 50)).with_logging_disabled()
     assert isinstance(backend(sessions.build(None, None, "rocksdb")), RocksDBSessionStore)
     kept = Stores.window_store_builder(Stores.in_memory_window_store("w", 10, 10))
     assert isinstance(backend(kept.build(None, None, "rocksdb")), InMemoryWindowStore)
