@@ -60,6 +60,8 @@ def client_metrics(app: KafkaStreams) -> dict[str, Any]:
         "commit-total": sum(th.commit_total for th in threads),
         "lag": {} if waiting else app.lag(),
         "restored-records-total": sum(th.restored_records for th in threads),
+        "buffered-records": sum(t.buffered() for t in tasks),
+        "buffered-records-peak": max((th.task_manager.peak_buffered for th in threads), default=0),
         "standby-tasks": sum(len(th.standbys) for th in app.threads),
         "standby-records-applied": sum(sb.applied for th in app.threads for sb in list(th.standbys.values())),
         "restore-progress": {k: v for th in threads for k, v in th.restore_progress.items()},

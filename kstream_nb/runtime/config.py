@@ -36,6 +36,9 @@ class StreamsConfig:
     poll_ms: int = 100
     max_poll_records: int = 10_000
     max_task_records_per_loop: int = 50_000
+    #: a partition whose queue holds more records than this after a loop's processing is paused at the
+    #: consumer until it drains (Kafka Streams' ``buffered.records.per.partition``, default 1000)
+    buffered_records_per_partition: int = 1000
     state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "kstream-nb"))
     default_dsl_store: str = "in_memory"
     missing_source_topic_timeout_ms: int = 60_000
@@ -99,6 +102,10 @@ class StreamsConfig:
                 f"default_production_exception_handler must be one of {PRODUCTION_HANDLERS}, "
                 f"got {self.default_production_exception_handler!r}"
             )
+        for name in ("max_poll_records", "max_task_records_per_loop", "buffered_records_per_partition"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.python_gc_threshold, int) or self.python_gc_threshold < 0:
             raise ValueError(f"python_gc_threshold must be an int >= 0, got {self.python_gc_threshold!r}")
         if self.dead_letter_topic is None:

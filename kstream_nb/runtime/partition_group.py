@@ -201,6 +201,10 @@ class PartitionGroup:
     def buffered(self) -> int:
         return sum(len(item) for q in list(self.queues.values()) for item in list(q))
 
+    def queued(self, tp: TopicPartition) -> int:
+        """Records of ``tp`` waiting to be processed."""
+        return sum(len(item) for item in self.queues.get(tp, ()))
+
     def next_queue(self) -> tuple[TopicPartition, deque[Any]] | None:
         best = None
         best_ts = None

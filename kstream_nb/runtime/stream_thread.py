@@ -359,6 +359,7 @@ class StreamThread(threading.Thread):
             for task in list(self.tasks.values()) if not waiting else ():
                 task.process(budget)
                 task.punctuate()
+            self.task_manager.apply_backpressure()
             if not self.commit.exactly_once:
                 self.publish()
             self.task_manager.update_standby_stores()

@@ -63,6 +63,8 @@ class TaskManager:
         self.restore_progress: dict[str, tuple[int, int]] = {}
         #: records processed by tasks closed since (so that the thread's total never goes down)
         self.closed_processed = 0
+        #: the most records one partition's queue held after processing, since the thread started
+        self.peak_buffered = 0
 
     @property
     def processed_total(self) -> int:
@@ -72,6 +74,25 @@ class TaskManager:
         """Queues each fetched batch in the task that reads its partition."""
         for batch in batches:
             self._by_partition[TopicPartition(batch.topic, batch.partition)].add(batch)
+
+    def apply_backpressure(self) -> None:
+        """Pauses at the consumer each partition whose queue still holds more than
+        ``buffered_records_per_partition`` records once the tasks have processed, and resumes it when it holds
+        that many or fewer (Kafka Streams' ``buffered.records.per.partition``): a task slower than the fetches
+        never buffers without bound."""
+        limit = self.config.buffered_records_per_partition
+        over = set()
+        for tp, task in self._by_partition.items():
+            queued = task.partition_group.queued(tp)
+            if queued > self.peak_buffered:
+                self.peak_buffered = queued
+            if queued > limit:
+                over.add(tp)
+        paused = self.consumer.paused() & self._by_partition.keys()
+        if over - paused:
+            self.consumer.pause(over - paused)
+        if paused - over:
+            self.consumer.resume(paused - over)
 
     # ---- rebalance -----------------------------------------------------------------------------
 
