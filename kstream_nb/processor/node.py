@@ -17,6 +17,7 @@ from kstream_nb.processor.api import (
     Record,
 )
 from kstream_nb.processor.batch import RecordBatch
+from kstream_nb.processor.record_context import RecordContext
 
 if TYPE_CHECKING:
     from kstream_nb.cluster.serdes import Serde
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from kstream_nb.state.store import StateStore
 
 #: A node (and what it is fused with) called with a record's key and value; the record's timestamp and
-#: headers are the task's ``current_timestamp`` and ``current_headers``.
+#: headers are those of the task's ``record_context``.
 Entry = Callable[[Any, Any], None]
 #: How a caller holding a Record reaches a node: ``(entry, None)`` if it is fused, else ``(None, process)``.
 Receiver = tuple[Entry | None, Callable[[Record], None] | None]
@@ -36,11 +37,8 @@ class TaskHandle(Protocol):
     application_id: str
     task_id: str
     partition: int
-    current_topic: str | None
-    current_partition: int
-    current_offset: int
-    current_timestamp: int
-    current_headers: Headers
+    #: the record being processed, shared by the task's node contexts
+    record_context: RecordContext
     stream_time: int
     #: the producer copies what is sent at once (Kafka): serialized bytes are not kept, need not be compact
     copies_on_send: bool
@@ -257,11 +255,13 @@ def _failed_step(tb: TracebackType | None, steps: dict[int, ProcessorNode], root
 class NodeContext(ProcessorContext):
     """The context of one node: ``forward`` goes to this node's children; the rest is the task's."""
 
-    __slots__ = ("_by_name", "_children", "_node", "_targets", "_task")
+    __slots__ = ("_by_name", "_children", "_node", "_targets", "_task", "record_context")
 
     def __init__(self, node: ProcessorNode, task: TaskHandle) -> None:
         self._node = node
         self._task = task
+        #: the task's record context (Kafka's ProcessorRecordContext): the record being processed
+        self.record_context = task.record_context
         self._children = node.children
         self._by_name = {c.name: c for c in node.children}
         self._targets: list[Receiver] | None = None
@@ -276,23 +276,23 @@ class NodeContext(ProcessorContext):
 
     @property
     def topic(self) -> str | None:
-        return self._task.current_topic
+        return self.record_context.topic
 
     @property
     def partition(self) -> int:
-        return self._task.current_partition
+        return self.record_context.partition
 
     @property
     def offset(self) -> int:
-        return self._task.current_offset
+        return self.record_context.offset
 
     @property
     def timestamp(self) -> int:
-        return self._task.current_timestamp
+        return self.record_context.timestamp
 
     @property
     def headers(self) -> Headers:
-        return self._task.current_headers
+        return self.record_context.headers
 
     def processor_metadata_for_key(self, key: str) -> int | None:
         """A value committed with the task's offsets (``add_processor_metadata_key_value``), or None."""
@@ -327,19 +327,19 @@ class NodeContext(ProcessorContext):
         self._deliver([(self._node.own_entry(), None)], record)
 
     def _deliver(self, targets: list[Receiver], record: Record) -> None:
-        """Calls each target with ``record`` as the task's current timestamp and headers: an entry with its
+        """Calls each target with ``record``'s timestamp and headers in the record context: an entry with its
         key and value, else (a Processor API node) its ``process`` with the record itself."""
-        task = self._task
-        saved_ts, saved_headers = task.current_timestamp, task.current_headers
-        task.current_timestamp = record.timestamp
-        task.current_headers = record.headers
+        rc = self.record_context
+        saved_ts, saved_headers = rc.timestamp, rc.headers
+        rc.timestamp = record.timestamp
+        rc.headers = record.headers
         key, value = record.key, record.value
         for entry, process in targets:
             if entry is not None:
                 entry(key, value)
             elif process is not None:
                 process(record)
-        task.current_timestamp, task.current_headers = saved_ts, saved_headers
+        rc.timestamp, rc.headers = saved_ts, saved_headers
 
     def guarded(self, node: ProcessorNode, call: Callable[[Any], None]) -> Callable[[Any], None]:
         """``call`` (a ``process`` or ``process_batch`` of ``node``), its errors naming ``node``."""
@@ -357,10 +357,10 @@ class NodeContext(ProcessorContext):
 
     def record_entry(self, process: Callable[[Record], None]) -> Entry:
         """``process`` as an entry: the key and value with the current timestamp and headers."""
-        task = self._task
+        rc = self.record_context
 
         def record_entry(key: Any, value: Any) -> None:
-            process(Record(key, value, task.current_timestamp, task.current_headers))
+            process(Record(key, value, rc.timestamp, rc.headers))
 
         return record_entry
 
@@ -378,27 +378,27 @@ class NodeContext(ProcessorContext):
         self._unbatch(self._node, batch)
 
     def _unbatch(self, child: ProcessorNode, batch: RecordBatch) -> None:
-        task = self._task
+        rc = self.record_context
         entry = child.entry()
         keys = batch.keys
         headers = batch.headers
         offsets = batch.offsets.tolist()
         timestamps = batch.timestamps.tolist()
         for i, value in enumerate(batch.value_dicts()):
-            task.current_offset = offsets[i]
-            task.current_timestamp = timestamps[i]
-            task.current_headers = headers[i] if headers is not None else ()
+            rc.offset = offsets[i]
+            rc.timestamp = timestamps[i]
+            rc.headers = headers[i] if headers is not None else ()
             entry(keys[i], value)
 
     def _error(self, child: ProcessorNode, e: Exception) -> ProcessingError:
-        task = self._task
+        rc = self.record_context
         return ProcessingError(
             f"{type(e).__name__}: {e}",
-            task_id=task.task_id,
+            task_id=self._task.task_id,
             processor=child.name,
-            topic=task.current_topic,
-            partition=task.current_partition if task.current_topic is not None else None,
-            offset=task.current_offset if task.current_topic is not None else None,
+            topic=rc.topic,
+            partition=rc.partition if rc.topic is not None else None,
+            offset=rc.offset if rc.topic is not None else None,
         )
 
     def schedule(

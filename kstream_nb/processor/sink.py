@@ -44,8 +44,9 @@ class SinkProcessor(FusedProcessor):
         self.topic = self._task.resolve_topic(self.topic_name)
 
     def fuse(self, downstream: Entry) -> Entry:
-        """Sends the key and value with the task's current timestamp and headers (a sink has no children)."""
+        """Sends the key and value with the record context's timestamp and headers (a sink has no children)."""
         task = self._task
+        rc = self.context.record_context
         topic = self.topic
         partitioner = self.partitioner
         send = task.sender()
@@ -75,8 +76,8 @@ class SinkProcessor(FusedProcessor):
                 topic,
                 key_bytes,
                 value_bytes,
-                task.current_timestamp,
-                task.current_headers,
+                rc.timestamp,
+                rc.headers,
                 None if partitioner is None else chosen_partition(partitioner, task, topic, key, value),
             )
 

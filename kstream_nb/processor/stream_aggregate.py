@@ -76,7 +76,7 @@ def fused_update(
     """The step of an aggregation over the key and value: the update goes on as ``(key, Change)`` with
     the result's timestamp as the current one, without a Record (the path of every record of a count).
     ``combine(key, value, stored)`` answers the new aggregate and the old value to send with it."""
-    task = processor.context._task
+    rc = processor.context.record_context
     store = processor.store
     get, put = store.get, store.put
     forward_now = processor.forward_now
@@ -87,16 +87,16 @@ def fused_update(
         if key is None or value is None:
             record_dropped(reason)
             return
-        timestamp = task.current_timestamp
+        timestamp = rc.timestamp
         old = get(key)
         new_agg, old_agg = combine(key, value, old)
         if old is not None and old.timestamp > timestamp:
             timestamp = old.timestamp
         put(key, ValueAndTimestamp(new_agg, timestamp))
         if forward_now:
-            saved = task.current_timestamp
-            task.current_timestamp = timestamp
+            saved = rc.timestamp
+            rc.timestamp = timestamp
             downstream(key, Change(new_agg, old_agg))
-            task.current_timestamp = saved
+            rc.timestamp = saved
 
     return update

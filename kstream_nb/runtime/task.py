@@ -19,6 +19,7 @@ from kstream_nb.errors import DeserializationError, ProcessingError
 from kstream_nb.processor.api import PunctuationType
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import ProcessorNode, SourceNode
+from kstream_nb.processor.record_context import RecordContext
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
@@ -62,11 +63,8 @@ class StreamTask:
         self.processor_metadata: dict[str, int] = {}
         self._wall_clock = wall_clock
         self.stream_time = -1
-        self.current_topic: str | None = None
-        self.current_partition = partition
-        self.current_offset = -1
-        self.current_timestamp = -1
-        self.current_headers: Headers = ()
+        #: the record being processed (Kafka's ProcessorRecordContext), shared by every node context
+        self.record_context = RecordContext(partition)
         self.processed_total = 0
         self.dropped_total = 0
         self.skipped_deserialization = 0
@@ -116,7 +114,12 @@ class StreamTask:
 
     @property
     def timestamp(self) -> int:
-        return self.current_timestamp
+        return self.record_context.timestamp
+
+    @property
+    def headers(self) -> Headers:
+        """Headers of the record being processed (a cached store keeps them with the update)."""
+        return self.record_context.headers
 
     def changelog_topic(self, store_name: str) -> str:
         return f"{self.application_id}-{store_name}-changelog"
@@ -309,14 +312,15 @@ class StreamTask:
         """Processes up to about ``budget`` buffered records, lowest head timestamp first."""
         done = 0
         single = len(self.queues) == 1
+        rc = self.record_context
         while done < budget:
             picked = next(iter(self.queues.items())) if single else self.partition_group.next_queue()
             if picked is None or not picked[1]:
                 break
             tp, queue = picked
             source = self.sources[tp.topic]
-            self.current_topic = tp.topic
-            self.current_partition = tp.partition
+            rc.topic = tp.topic
+            rc.partition = tp.partition
             if single:
                 done += self._drain(tp, queue, source, budget - done)
             else:
@@ -326,8 +330,9 @@ class StreamTask:
 
     def _drain(self, tp: TopicPartition, queue: deque[Any], source: SourceNode, budget: int) -> int:
         """Processes one partition's queue record by record: decode, advance stream time, run the source's
-        (fused) entry with the record's offset, timestamp and headers as the task's current ones."""
+        (fused) entry with the record's offset, timestamp and headers in the record context."""
         done = 0
+        rc = self.record_context
         entry = source.entry()
         stream_time = self.stream_time
         try:
@@ -351,9 +356,9 @@ class StreamTask:
                     for offset, key, value, ts, h in rows:
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
-                        self.current_offset = offset
-                        self.current_timestamp = ts
-                        self.current_headers = h
+                        rc.offset = offset
+                        rc.timestamp = ts
+                        rc.headers = h
                         entry(key, value)
                 else:
                     key_de, cached_key = chunk.key_de, chunk.key_cache.get
@@ -372,9 +377,9 @@ class StreamTask:
                             continue
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
-                        self.current_offset = offset
-                        self.current_timestamp = ts
-                        self.current_headers = h
+                        rc.offset = offset
+                        rc.timestamp = ts
+                        rc.headers = h
                         entry(key, value)
                 chunk.pos = end
                 done += end - start - skipped
@@ -390,19 +395,20 @@ class StreamTask:
                 processor=source.name,
                 topic=tp.topic,
                 partition=tp.partition,
-                offset=self.current_offset,
+                offset=rc.offset,
             ) from e
         return done
 
     def _process_head(self, tp: TopicPartition, queue: deque[Any], source: SourceNode) -> int:
         """Processes the head of a partition's queue: a whole column batch, or one record."""
         item = queue[0]
+        rc = self.record_context
         if type(item) is RecordBatch:
             queue.popleft()
             if len(item):
                 self.stream_time = max(self.stream_time, int(item.timestamps.max()))
-                self.current_offset = int(item.offsets[-1])
-                self.current_timestamp = int(item.timestamps[-1])
+                rc.offset = int(item.offsets[-1])
+                rc.timestamp = int(item.timestamps[-1])
                 source.processor.process_batch(item)  # type: ignore[attr-defined]
                 self.consumed[tp] = int(item.offsets[-1]) + 1
             return len(item)
@@ -423,9 +429,9 @@ class StreamTask:
                 return 0
         if ts > self.stream_time:
             self.stream_time = ts
-        self.current_offset = offset
-        self.current_timestamp = ts
-        self.current_headers = headers
+        rc.offset = offset
+        rc.timestamp = ts
+        rc.headers = headers
         source.entry()(key, value)
         self.consumed[tp] = offset + 1
         return 1
@@ -435,6 +441,7 @@ class StreamTask:
     def punctuate(self) -> int:
         """Fires due stream-time and wall-clock punctuators; returns how many fired."""
         fired = 0
+        rc = self.record_context
         for queue, now in ((self._stream_punctuations, self.stream_time), (self._wall_punctuations, None)):
             if not len(queue):
                 continue
@@ -443,8 +450,8 @@ class StreamTask:
             if now < 0:
                 continue
             for schedule in queue.due(now):
-                self.current_topic, self.current_offset = None, -1
-                self.current_partition, self.current_timestamp, self.current_headers = self.partition, now, ()
+                rc.topic, rc.offset = None, -1
+                rc.partition, rc.timestamp, rc.headers = self.partition, now, ()
                 try:
                     schedule.punctuator(now)
                 except ProcessingError:

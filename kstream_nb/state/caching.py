@@ -345,7 +345,7 @@ class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
         if context is None:
             raise IllegalStateError(f"store {self.name!r} is not initialized: call init(context) first")
         entry = LRUCacheEntry(
-            value, True, context.timestamp, getattr(context, "current_headers", ()), entry_size(key, value)
+            value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)
         )
         self._cache.put(key, entry)
 

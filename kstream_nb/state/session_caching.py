@@ -47,7 +47,7 @@ class CachingSessionStore(WrappedWindowedStore, CachingLayer):
         context = self._context
         if context is None:
             raise IllegalStateError(f"store {self.inner.name!r} is not initialized: call init(context) first")
-        headers = getattr(context, "current_headers", ())
+        headers = getattr(context, "headers", ())
         self._cache.put(
             (key, start, end), LRUCacheEntry(value, True, context.timestamp, headers, entry_size(key, value))
         )

@@ -166,7 +166,7 @@ class CachingWindowStore(WrappedWindowedStore, CachingLayer):
         self._cache.put(
             (key, window_start),
             LRUCacheEntry(
-                value, True, context.timestamp, getattr(context, "current_headers", ()), entry_size(key, value)
+                value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)
             ),
         )
 
