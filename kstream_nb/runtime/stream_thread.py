@@ -26,7 +26,7 @@ from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.record_collector import ProducerCollector
 from kstream_nb.runtime.standby import StandbyTask
-from kstream_nb.runtime.task import StreamTask
+from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.runtime.task_manager import TaskManager, wall_clock_ms
 from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
@@ -109,6 +109,8 @@ class StreamThread(threading.Thread):
         self.producer.on_queue_full = self._queue_full
         # exactly-once sends a transaction's records right before its commit (see _commit_transaction)
         self.collector = ProducerCollector(self.producer, self.admin, hold=self.commit.transactional)
+        #: the record cache of this thread's tasks (Kafka's ThreadCache); their cached stores take it at init
+        self.cache = stream_thread_cache(config)
         self.task_manager = TaskManager(
             topology,
             config,
@@ -119,6 +121,7 @@ class StreamThread(threading.Thread):
             self.standby_consumer,
             self.global_stores,
             lambda: self.error is not None,
+            self.cache,
         )
         self._shutdown = threading.Event()
         self.state = ThreadState.CREATED

@@ -25,12 +25,17 @@ from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.runtime.record_collector import RecordCollector
 from kstream_nb.runtime.state_manager import ProcessorStateManager, RegisteredStore
-from kstream_nb.state.builders import KeyValueStoreBuilder, WindowStoreBuilder
+from kstream_nb.state.caching import ThreadCache
 from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore
-from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import SubTopology, Topology
 
 log = logging.getLogger("kstream_nb.task")
+
+
+def stream_thread_cache(config: StreamsConfig) -> ThreadCache:
+    """A stream thread's record cache (Kafka's ThreadCache): ``statestore_cache_max_bytes`` split over the
+    stream threads, each thread's budget shared by the cached stores of its tasks."""
+    return ThreadCache(config.statestore_cache_max_bytes // max(1, config.num_stream_threads))
 
 
 class StreamTask:
@@ -47,6 +52,8 @@ class StreamTask:
         wall_clock: Callable[[], int],
         partitions: list[TopicPartition] | None = None,
         global_stores: Mapping[str, StateStore] | None = None,
+        *,
+        cache: ThreadCache,
     ) -> None:
         self.task_id = task_id
         self._global_stores = global_stores or {}
@@ -95,18 +102,12 @@ class StreamTask:
         )
         #: the registered stores, by name (the state manager's)
         self.stores = self.state_manager.stores
-        # the record cache: statestore_cache_max_bytes split over the stream threads (Kafka's ThreadCache),
-        # each thread's budget shared by the cached key-value and window stores of its tasks
-        cache_max_bytes = config.statestore_cache_max_bytes // max(1, config.num_stream_threads)
+        #: the stream thread's record cache (Kafka's ThreadCache): the caching layers take their part at init
+        self.cache = cache
         for builder in graph.stores:
-            if isinstance(builder, TimestampedKeyValueStoreBuilder | WindowStoreBuilder):
-                store = builder.build(
-                    config.default_key_serde, config.default_value_serde, config.default_dsl_store, cache_max_bytes
-                )
-            elif isinstance(builder, KeyValueStoreBuilder):
-                store = builder.build(config.default_key_serde, config.default_value_serde, None, cache_max_bytes)
-            else:
-                store = builder.build(config.default_key_serde, config.default_value_serde)
+            store = builder.build(
+                config.default_key_serde, config.default_value_serde, config.default_dsl_store, cache.max_bytes > 0
+            )
             store.init(self)
         self._closed = False
 

@@ -20,6 +20,7 @@ from kstream_nb.runtime.restore import restore_task
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask
 from kstream_nb.runtime.task_id import TaskId
+from kstream_nb.state.caching import ThreadCache
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.thread")
@@ -43,6 +44,7 @@ class TaskManager:
         standby_consumer: Consumer,
         global_stores: Mapping[str, Any],
         failed: Callable[[], bool],
+        cache: ThreadCache,
     ) -> None:
         self.topology = topology
         self.config = config
@@ -52,6 +54,8 @@ class TaskManager:
         self.restore_consumer = restore_consumer
         self.standby_consumer = standby_consumer
         self.global_stores = global_stores
+        #: the thread's record cache, shared by the cached stores of its tasks
+        self.cache = cache
         #: whether the thread has failed (a failed thread's tasks write no checkpoint)
         self._failed = failed
         self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
@@ -131,6 +135,7 @@ class TaskManager:
             wall_clock_ms,
             [TopicPartition(*tp) for tp in tps],
             self.global_stores,
+            cache=self.cache,
         )
         try:
             start = warm.adopt_into(task) if warm is not None else None
@@ -198,7 +203,16 @@ class TaskManager:
         for tid in wanted - set(self.standbys) - active:
             sub_id, partition = TaskId.parse(tid)
             self.standbys[tid] = StandbyTask(
-                StreamTask(tid, subs[sub_id], partition, self.topology, self.config, self.collector, wall_clock_ms)
+                StreamTask(
+                    tid,
+                    subs[sub_id],
+                    partition,
+                    self.topology,
+                    self.config,
+                    self.collector,
+                    wall_clock_ms,
+                    cache=self.cache,
+                )
             )
         self._assign_standby_consumer()
         return promoted

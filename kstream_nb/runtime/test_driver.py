@@ -21,7 +21,7 @@ from kstream_nb.durations import to_millis
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
-from kstream_nb.runtime.task import StreamTask
+from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
 
@@ -154,10 +154,12 @@ class TopologyTestDriver:
         self.tasks: list[StreamTask] = []
         self._by_topic: dict[str, StreamTask] = {}
         self.global_stores = GlobalStores(topology, self.config)
+        #: the record cache of the driver's tasks, as a stream thread's (Kafka's ThreadCache)
+        self.cache = stream_thread_cache(self.config)
         for sub in topology.subtopologies():
             task = StreamTask(
                 f"{sub.id}_0", sub, 0, topology, self.config, collector, lambda: self._wall_clock,
-                global_stores=self.global_stores.stores,
+                global_stores=self.global_stores.stores, cache=self.cache,
             )  # fmt: skip
             self.tasks.append(task)
             for topic in task.sources:

@@ -26,7 +26,7 @@ from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
-from kstream_nb.runtime.task import StreamTask
+from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
@@ -220,7 +220,7 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
     global_stores = _global_stores(plan) if plan.global_records or topology.global_stores else None
     task = StreamTask(
         str(TaskId(sub.id, partition)), sub, partition, topology, local_config, collector, lambda: -1,
-        global_stores=global_stores.stores if global_stores else None,
+        global_stores=global_stores.stores if global_stores else None, cache=stream_thread_cache(local_config),
     )  # fmt: skip
     try:
         task.initialize()

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.durations import Duration
 from kstream_nb.errors import IllegalStateError
-from kstream_nb.state.caching import CachingKeyValueStore, ThreadCache, thread_cache
+from kstream_nb.state.caching import CachingKeyValueStore
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore, MeteredKeyValueStore
 from kstream_nb.state.session_caching import CachingSessionStore
 from kstream_nb.state.store import KeyValueStore
@@ -56,7 +56,13 @@ class StoreFactory(Protocol):
     @property
     def log_config(self) -> dict[str, str]: ...
 
-    def build(self, default_key_serde: Any = None, default_value_serde: Any = None) -> Any: ...
+    def build(
+        self,
+        default_key_serde: Any = None,
+        default_value_serde: Any = None,
+        dsl_store: str | None = None,
+        caching: bool = False,
+    ) -> Any: ...
 
 
 def changelog_topic_config(builder: StoreFactory, additional_retention_ms: int) -> dict[str, str]:
@@ -75,9 +81,9 @@ class StoreBuilder(ABC):
     """Builds one store stack per task, with the logging and caching choices made on it.
 
     ``build`` is the same for every kind: ``metered(cached(logged(backend)))``, the caching layer only when
-    enabled, cacheable and given a budget, the change-logging one only when enabled. Subclasses say which
-    backend (``_backend``) and which layers (``_logged``, ``_cached``, ``_metered``); a buffer that logs and
-    counts itself (suppression, time-ordered join buffer) is its own stack.
+    enabled, cacheable and the task's thread has a record cache, the change-logging one only when enabled.
+    Subclasses say which backend (``_backend``) and which layers (``_logged``, ``_cached``, ``_metered``); a
+    buffer that logs and counts itself (suppression, time-ordered join buffer) is its own stack.
     """
 
     #: DSL-made stores follow the app's ``default_dsl_store``; those from a user's supplier keep their backend
@@ -148,14 +154,14 @@ class StoreBuilder(ABC):
         default_key_serde: SerdeSpec | None = None,
         default_value_serde: SerdeSpec | None = None,
         dsl_store: str | None = None,
-        cache_max_bytes: int = 0,
+        caching: bool = False,
     ) -> Any:
         """A new stack: metered -> caching (if enabled) -> change-logging (if enabled) -> backend.
 
         Serdes left None on the builder fall back to the given defaults, then JSON. ``dsl_store="rocksdb"``
-        makes a DSL store persistent (the app's ``default_dsl_store``). ``cache_max_bytes`` is the budget of
-        the calling stream thread's record cache (Kafka's ThreadCache, shared by the cached stores of its
-        tasks): with caching enabled and a budget above 0, a caching layer is built over it, else none.
+        makes a DSL store persistent (the app's ``default_dsl_store``). ``caching`` says whether the task's
+        stream thread has a record cache (a budget above 0): with it and caching enabled, a caching layer is
+        built, which takes its part of that cache from the context at ``init``; else none.
         """
         key_serde, value_serde = self._serdes(default_key_serde, default_value_serde)
         backend, metrics_scope = self._backend(
@@ -164,8 +170,8 @@ class StoreBuilder(ABC):
         store: Any = backend
         if self._logging_enabled:
             store = self._logged(store, key_serde, value_serde)
-        if self._caching_enabled and cache_max_bytes > 0 and self._cacheable(backend):
-            store = self._cached(store, key_serde, thread_cache(cache_max_bytes))
+        if self._caching_enabled and caching and self._cacheable(backend):
+            store = self._cached(store, key_serde)
         return self._metered(store, metrics_scope)
 
     def _serdes(
@@ -196,7 +202,7 @@ class StoreBuilder(ABC):
         """Whether the backend can have a record cache in front of it."""
         return True
 
-    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+    def _cached(self, store: Any, key_serde: Serde) -> Any:
         """The caching layer over ``store`` (the builders without one never enable caching)."""
         raise NotImplementedError(f"{type(self).__name__} builds no caching layer")
 
@@ -228,11 +234,11 @@ class KeyValueStoreBuilder(StoreBuilder):
     def _logged(self, store: Any, key_serde: Serde, value_serde: Serde) -> Any:
         return ChangeLoggingKeyValueStore(store, key_serde, value_serde, timestamped=self.timestamped)
 
-    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
+    def _cached(self, store: Any, key_serde: Serde) -> Any:
         # a persistent backend scans in serialized-key order: the cache merges its entries in that order
         name = self._name
         order = (lambda key: key_serde.serialize(name, key)) if store.persistent else None
-        return CachingKeyValueStore(store, cache, order)
+        return CachingKeyValueStore(store, order)
 
     def _metered(self, store: Any, metrics_scope: str) -> KeyValueStore:
         return MeteredKeyValueStore(store, metrics_scope)
@@ -286,8 +292,8 @@ class WindowStoreBuilder(StoreBuilder):
     def _cacheable(self, backend: Any) -> bool:
         return isinstance(backend, WindowStore) and not backend.retain_duplicates
 
-    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
-        return CachingWindowStore(store, cache)
+    def _cached(self, store: Any, key_serde: Serde) -> Any:
+        return CachingWindowStore(store)
 
     def _metered(self, store: Any, metrics_scope: str) -> Any:
         return MeteredWindowStore(store, metrics_scope)
@@ -305,8 +311,8 @@ class SessionStoreBuilder(WindowStoreBuilder):
     def _cacheable(self, backend: Any) -> bool:
         return True
 
-    def _cached(self, store: Any, key_serde: Serde, cache: ThreadCache) -> Any:
-        return CachingSessionStore(store, cache)
+    def _cached(self, store: Any, key_serde: Serde) -> Any:
+        return CachingSessionStore(store)
 
     def _metered(self, store: Any, metrics_scope: str) -> Any:
         return MeteredSessionStore(store, metrics_scope)

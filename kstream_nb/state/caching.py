@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -106,21 +105,6 @@ class ThreadCache:
 
     def __repr__(self) -> str:
         return f"ThreadCache(size_bytes={self.size_bytes}, max_bytes={self.max_bytes})"
-
-
-#: The thread caches in use, by (thread id, budget); an entry goes when the last store using it closes.
-_THREAD_CACHES: weakref.WeakValueDictionary[tuple[int, int], ThreadCache] = weakref.WeakValueDictionary()
-_REGISTRY_LOCK = threading.Lock()
-
-
-def thread_cache(max_bytes: int) -> ThreadCache:
-    """The calling thread's cache with this budget (created on first use, freed with its last store)."""
-    key = (threading.get_ident(), max_bytes)
-    with _REGISTRY_LOCK:
-        cache = _THREAD_CACHES.get(key)
-        if cache is None:
-            cache = _THREAD_CACHES[key] = ThreadCache(max_bytes)
-        return cache
 
 
 class NamedCache:
@@ -275,6 +259,27 @@ class CachingLayer:
         """This store's part of the thread cache."""
         return self._cache
 
+    def _named_cache(self, thread: ThreadCache) -> NamedCache:
+        """A new part of ``thread`` for this store (the window and session layers index theirs)."""
+        return thread.named_cache(self.inner.name)
+
+    def _write_flushed(self, entries: list[tuple[Any, LRUCacheEntry]]) -> None:
+        """Writes flushed entries below and tells the flush listener (each layer's own)."""
+        raise NotImplementedError
+
+    def _take_cache(self, context: StateStoreContext) -> None:
+        """Takes this store's part of the record cache the context carries (its stream thread's, as Kafka's
+        caching stores take ``context.cache()``); a store initialized again on that thread keeps its part."""
+        thread = getattr(context, "cache", None)
+        if not isinstance(thread, ThreadCache):
+            raise IllegalStateError(f"store {self.inner.name!r} is cached but its context has no record cache")
+        if self._cache.thread is thread:
+            return
+        self._cache.flush()
+        self._cache.close()
+        self._cache = self._named_cache(thread)
+        self._cache.listener = self._write_flushed
+
     def set_flush_listener(self, listener: CacheFlushListener | None) -> None:
         """Calls ``listener(key, new, old, timestamp, headers)`` for each entry a flush writes below."""
         self._flush_listener = listener
@@ -321,10 +326,9 @@ class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
     (RocksDB's: the serialized key bytes).
     """
 
-    def __init__(self, inner: KeyValueStore, cache: ThreadCache, key_order: KeyOrder | None = None) -> None:
+    def __init__(self, inner: KeyValueStore, key_order: KeyOrder | None = None) -> None:
         super().__init__(inner)
-        self._cache = cache.named_cache(inner.name)
-        self._cache.listener = self._write_flushed
+        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
         self._key_order = key_order
         #: a persistent backend is read through the cache (a hit saves a read and a decode)
         self._read_through = inner.persistent
@@ -332,6 +336,7 @@ class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
         self._owner = -1
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._take_cache(context)
         self._context = context
         self._owner = threading.get_ident()
         self.inner.init(CacheFlushContext(context, self), root if root is not None else self)

@@ -31,14 +31,17 @@ class CachingSessionStore(WrappedWindowedStore, CachingLayer):
 
     _cache: IndexedNamedCache
 
-    def __init__(self, inner: Any, cache: ThreadCache) -> None:
+    def __init__(self, inner: Any) -> None:
         super().__init__(inner)
-        self._cache = indexed_cache(cache, inner.name, lambda window: int(window[1]))  # by session end
-        self._cache.listener = self._write_flushed
+        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
         self._context: StateStoreContext | None = None
         self._owner = -1
 
+    def _named_cache(self, thread: ThreadCache) -> IndexedNamedCache:
+        return indexed_cache(thread, self.inner.name, lambda window: int(window[1]))  # by session end
+
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._take_cache(context)
         self._context = context
         self._owner = threading.get_ident()
         self.inner.init(CacheFlushContext(context, self), root if root is not None else self)

@@ -147,14 +147,17 @@ class CachingWindowStore(WrappedWindowedStore, CachingLayer):
 
     _cache: IndexedNamedCache
 
-    def __init__(self, inner: Any, cache: ThreadCache) -> None:
+    def __init__(self, inner: Any) -> None:
         super().__init__(inner)
-        self._cache = indexed_cache(cache, inner.name, lambda window: int(window[0]))
-        self._cache.listener = self._write_flushed
+        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
         self._context: StateStoreContext | None = None
         self._owner = -1
 
+    def _named_cache(self, thread: ThreadCache) -> IndexedNamedCache:
+        return indexed_cache(thread, self.inner.name, lambda window: int(window[0]))
+
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        self._take_cache(context)
         self._context = context
         self._owner = threading.get_ident()
         self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
@@ -165,9 +168,7 @@ class CachingWindowStore(WrappedWindowedStore, CachingLayer):
             raise IllegalStateError(f"store {self.inner.name!r} is not initialized: call init(context) first")
         self._cache.put(
             (key, window_start),
-            LRUCacheEntry(
-                value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)
-            ),
+            LRUCacheEntry(value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)),
         )
 
     def _write_flushed(self, entries: list[tuple[Any, LRUCacheEntry]]) -> None:

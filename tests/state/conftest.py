@@ -7,13 +7,21 @@ from collections.abc import Callable
 import pytest
 
 from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.state.caching import ThreadCache
 from kstream_nb.state.store import StateStore
 
 
 class FakeContext:
-    """Records what stores log and register; the timestamp is settable."""
+    """Records what stores log and register; the timestamp is settable; ``cache`` is the record cache that
+    cached stores take their part of (a stream thread's)."""
 
-    def __init__(self, application_id: str = "app", partition: int = 0, state_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        application_id: str = "app",
+        partition: int = 0,
+        state_dir: str | None = None,
+        cache: ThreadCache | None = None,
+    ) -> None:
         self.application_id = application_id
         self.task_id = f"0_{partition}"
         self.partition = partition
@@ -21,6 +29,7 @@ class FakeContext:
         self.timestamp = 0
         self.logged: list[tuple[str, int, bytes | None, bytes | None, int]] = []
         self.registered: list[tuple[StateStore, Callable[..., None], str | None]] = []
+        self.cache = cache if cache is not None else ThreadCache(10_000_000)
 
     def changelog_topic(self, store_name: str) -> str:
         return f"{self.application_id}-{store_name}-changelog"

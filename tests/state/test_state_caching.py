@@ -10,7 +10,6 @@ import orjson
 import pytest
 
 from kstream_nb.state import Stores
-from kstream_nb.state import caching as caching_module
 from kstream_nb.state.caching import CachingKeyValueStore, ThreadCache, caching_layer, entry_size
 from kstream_nb.state.changelogging import ChangeLoggingKeyValueStore
 from kstream_nb.state.memory import InMemoryKeyValueStore
@@ -20,12 +19,15 @@ from kstream_nb.state.timestamped import TimestampedKeyValueStoreBuilder
 Flushed = tuple[Any, Any, Any, int]
 
 
-def cached_store(context: Any, cache_max_bytes: int = 1_000_000) -> tuple[KeyValueStore, list[Flushed]]:
-    """A metered -> caching -> change-logging -> in-memory stack with a listener recording what it flushes."""
+def cached_store(context: Any, cache: ThreadCache | None = None) -> tuple[KeyValueStore, list[Flushed]]:
+    """A metered -> caching -> change-logging -> in-memory stack with a listener recording what it flushes;
+    its part of the record cache is in ``cache`` (a thread's), else in the context's."""
+    if cache is not None:
+        context.cache = cache
     store = (
         Stores.key_value_store_builder(Stores.in_memory_key_value_store("s"))
         .with_caching_enabled()
-        .build("json", "json", None, cache_max_bytes)
+        .build("json", "json", None, True)
     )
     store.init(context)
     flushed: list[Flushed] = []
@@ -47,10 +49,10 @@ def changelog(context: Any) -> list[tuple[Any, Any, int]]:
 def test_no_caching_layer_without_a_budget_or_when_disabled(context: Any) -> None:
     enabled = Stores.key_value_store_builder(Stores.in_memory_key_value_store("s")).with_caching_enabled()
     assert caching_layer(enabled.build("json", "json")) is None
-    assert caching_layer(enabled.build("json", "json", None, 0)) is None
+    assert caching_layer(enabled.build("json", "json", None, False)) is None
     disabled = Stores.key_value_store_builder(Stores.in_memory_key_value_store("s"))
-    assert caching_layer(disabled.build("json", "json", None, 10_000)) is None
-    stack = enabled.build("json", "json", None, 10_000)
+    assert caching_layer(disabled.build("json", "json", None, True)) is None
+    stack = enabled.build("json", "json", None, True)
     assert isinstance(stack.inner, CachingKeyValueStore)  # type: ignore[attr-defined]
     assert isinstance(stack.inner.inner, ChangeLoggingKeyValueStore)  # type: ignore[attr-defined]
 
@@ -138,7 +140,7 @@ def test_reads_from_another_thread_see_the_cache_without_touching_it(context: An
 
 def test_timestamped_values_and_changelog_timestamps(context: Any) -> None:
     builder = TimestampedKeyValueStoreBuilder(Stores.in_memory_key_value_store("t")).with_caching_enabled()
-    store = builder.build("json", "json", None, 100_000)
+    store = builder.build("json", "json", None, True)
     store.init(context)
     at(context, 5)
     store.put("k", ValueAndTimestamp("v1", 5))
@@ -157,7 +159,7 @@ def test_timestamped_values_and_changelog_timestamps(context: Any) -> None:
 
 def test_eviction_flushes_every_dirty_entry_evicted_first(context: Any) -> None:
     size = entry_size("a", 1)
-    store, flushed = cached_store(context, cache_max_bytes=3 * size + size // 2)
+    store, flushed = cached_store(context, ThreadCache(3 * size + size // 2))
     layer = caching_layer(store)
     assert layer is not None
     for i, key in enumerate("abc"):
@@ -185,8 +187,9 @@ def test_eviction_flushes_every_dirty_entry_evicted_first(context: Any) -> None:
 
 def two_stores(make_context: Any, budget: int) -> tuple[Any, ...]:
     """Two tasks' cached stores on one thread cache: each store, what it flushed, and its cache."""
-    first, flushed_first = cached_store(make_context(partition=0), budget)
-    second, flushed_second = cached_store(make_context(partition=1), budget)
+    thread = ThreadCache(budget)
+    first, flushed_first = cached_store(make_context(partition=0), thread)
+    second, flushed_second = cached_store(make_context(partition=1), thread)
     cache_first = caching_layer(first).cache  # type: ignore[union-attr]
     cache_second = caching_layer(second).cache  # type: ignore[union-attr]
     return first, flushed_first, cache_first, second, flushed_second, cache_second
@@ -194,7 +197,7 @@ def two_stores(make_context: Any, budget: int) -> tuple[Any, ...]:
 
 def test_the_thread_budget_is_shared_and_eviction_hits_the_store_written(make_context: Any) -> None:
     size = entry_size("a", 1)
-    budget = 3 * size + size // 2 + 1  # a budget of its own: no other test's store shares this thread cache
+    budget = 3 * size + size // 2 + 1
     first, flushed_first, cache_first, second, flushed_second, cache_second = two_stores(make_context, budget)
     assert cache_first.thread is cache_second.thread
     for key in "abc":
@@ -213,7 +216,7 @@ def test_clean_entries_of_other_stores_go_before_a_flush_of_the_store_written(ma
     """A store whose next entry to evict is dirty frees clean (already stored) entries of the thread's other
     stores first instead of flushing: the pattern of tasks whose caches hold old, closed windows."""
     size = entry_size("a", 1)
-    budget = 3 * size + size // 2 + 2  # a budget of its own: no other test's store shares this thread cache
+    budget = 3 * size + size // 2 + 2
     first, flushed_first, cache_first, second, flushed_second, cache_second = two_stores(make_context, budget)
     for key in "abc":
         first.put(key, 1)
@@ -231,23 +234,10 @@ def test_clean_entries_of_other_stores_go_before_a_flush_of_the_store_written(ma
     second.close()
 
 
-def test_the_thread_cache_is_freed_with_its_last_store(make_context: Any) -> None:
-    key = (threading.get_ident(), 54_321)
-    stores = [cached_store(make_context(partition=p), 54_321)[0] for p in range(2)]
-    assert key in caching_module._THREAD_CACHES
-    thread_cache = caching_module._THREAD_CACHES[key]
-    assert isinstance(thread_cache, ThreadCache)
-    del thread_cache
-    stores[0].close()
-    assert key in caching_module._THREAD_CACHES
-    stores[1].close()
-    assert key not in caching_module._THREAD_CACHES
-
-
 def test_an_uninitialized_cached_store_refuses_writes() -> None:
     from kstream_nb.errors import IllegalStateError
 
-    layer = CachingKeyValueStore(InMemoryKeyValueStore("s"), ThreadCache(1000))
+    layer = CachingKeyValueStore(InMemoryKeyValueStore("s"))
     with pytest.raises(IllegalStateError):
         layer.put("a", 1)
 
@@ -257,7 +247,7 @@ def test_a_persistent_backend_merges_in_serialized_key_order(make_context: Any, 
     store = (
         Stores.key_value_store_builder(Stores.persistent_key_value_store("p"))
         .with_caching_enabled()
-        .build("json", "json", None, 100_000)
+        .build("json", "json", None, True)
     )
     store.init(context)
     store.put(9, "nine")

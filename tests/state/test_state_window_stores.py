@@ -73,7 +73,7 @@ def test_a_cached_window_store_reads_through_its_cache_and_writes_below_on_flush
     with the timestamp of its last update, and tells the flush listener (window, new, old)."""
     supplier = (Stores.persistent_window_store if persistent else Stores.in_memory_window_store)("w", 1_000, 10)
     builder = Stores.window_store_builder(supplier, "json", "json").with_caching_enabled()
-    store = builder.build("json", "json", None, 10_000_000)
+    store = builder.build("json", "json", None, True)
     context = make_context(state_dir=str(tmp_path))
     store.init(context)
     flushed: list[tuple[Any, ...]] = []
