@@ -37,8 +37,10 @@ class StreamsConfig:
     max_poll_records: int = 10_000
     max_task_records_per_loop: int = 50_000
     #: a partition whose queue holds more records than this after a loop's processing is paused at the
-    #: consumer until it drains (Kafka Streams' ``buffered.records.per.partition``, default 1000)
-    buffered_records_per_partition: int = 1000
+    #: consumer until it drains (Kafka Streams' ``buffered.records.per.partition``: 1000 beside its 1000 records
+    #: a poll; here one poll's worth). On Kafka a pause drops what librdkafka prefetched for the partition,
+    #: fetched again at the resume: ``bench/bench_backlog.py`` measures both sides
+    buffered_records_per_partition: int = 10_000
     state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "kstream-nb"))
     default_dsl_store: str = "in_memory"
     missing_source_topic_timeout_ms: int = 60_000
