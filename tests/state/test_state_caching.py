@@ -234,6 +234,20 @@ def test_clean_entries_of_other_stores_go_before_a_flush_of_the_store_written(ma
     second.close()
 
 
+def test_a_cached_store_takes_its_part_of_the_context_cache_at_init(make_context: Any) -> None:
+    """The record cache comes with the context (a stream thread's); a store initialized again on the same
+    thread's cache (a warm standby's store going active) keeps its part and its entries."""
+    thread = ThreadCache(100_000)
+    store, _ = cached_store(make_context(), thread)
+    part = caching_layer(store).cache  # type: ignore[union-attr]
+    assert part.thread is thread and thread.caches == [part]
+    store.put("a", 1)
+    store.init(make_context(partition=1, cache=thread))
+    assert caching_layer(store).cache is part and store.get("a") == 1  # type: ignore[union-attr]
+    store.close()
+    assert thread.caches == [] and thread.size_bytes == 0
+
+
 def test_an_uninitialized_cached_store_refuses_writes() -> None:
     from kstream_nb.errors import IllegalStateError
 
