@@ -246,6 +246,10 @@ class Consumer(ABC):
     def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
 
     @abstractmethod
+    def paused(self) -> set[TopicPartition]:
+        """The partitions paused with ``pause`` (and not resumed since)."""
+
+    @abstractmethod
     def commit(
         self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
     ) -> None:
