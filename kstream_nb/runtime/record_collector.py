@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kstream_nb.cluster.base import Admin
@@ -32,6 +33,33 @@ class RecordCollector(Protocol):
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None: ...
 
     def partition_count(self, topic: str) -> int: ...
+
+
+class RecordByRecordCollector(ABC):
+    """A collector that takes records one at a time (test driver, backtest): a columnar batch is sent row by
+    row, serialized with the batch's serdes."""
+
+    @abstractmethod
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None: ...
+
+    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
+        for i, value in enumerate(batch.values.to_dict("records")):
+            self.send(
+                topic,
+                batch.key_serde.serialize(topic, batch.keys[i]),
+                batch.value_serde.serialize(topic, value),
+                int(batch.timestamps[i]),
+                batch.headers[i] if batch.headers else (),
+                partition,
+            )
 
 
 class ProducerCollector:

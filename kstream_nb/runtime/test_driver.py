@@ -15,12 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kstream_nb.cluster.records import ColumnarBatch, ConsumerRecord, FetchedBatch, Headers
+from kstream_nb.cluster.records import ConsumerRecord, FetchedBatch, Headers
 from kstream_nb.cluster.serdes import Serde, serde_from
 from kstream_nb.durations import to_millis
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
+from kstream_nb.runtime.record_collector import RecordByRecordCollector
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
@@ -40,7 +41,7 @@ class TestRecord:
     __test__ = False  # not a pytest test class
 
 
-class _Collector:
+class _Collector(RecordByRecordCollector):
     copies_on_send = False  # the driver keeps what is written
 
     def __init__(self, driver: TopologyTestDriver) -> None:
@@ -56,17 +57,6 @@ class _Collector:
         partition: int | None,
     ) -> None:
         self.driver._written(topic, key, value, timestamp, headers)
-
-    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
-        for i, value in enumerate(batch.values.to_dict("records")):
-            self.send(
-                topic,
-                batch.key_serde.serialize(topic, batch.keys[i]),
-                batch.value_serde.serialize(topic, value),
-                int(batch.timestamps[i]),
-                batch.headers[i] if batch.headers else (),
-                partition,
-            )
 
     def partition_count(self, topic: str) -> int:
         return 1

@@ -22,10 +22,11 @@ import orjson
 import pandas as pd
 
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers
+from kstream_nb.cluster.records import FetchedBatch, Headers
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
+from kstream_nb.runtime.record_collector import RecordByRecordCollector
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import WindowStoreBuilder
@@ -90,7 +91,7 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-class CaptureCollector:
+class CaptureCollector(RecordByRecordCollector):
     """A task's record collector that keeps what it sends, choosing partitions as the live producer does."""
 
     copies_on_send = False
@@ -121,17 +122,6 @@ class CaptureCollector:
                 counter = self._round_robin.setdefault(topic, itertools.count())
                 partition = next(counter) % count
         self.rows.append((topic, partition, next(self._seq), timestamp, key, value, headers))
-
-    def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
-        for i, value in enumerate(batch.values.to_dict("records")):
-            self.send(
-                topic,
-                batch.key_serde.serialize(topic, batch.keys[i]),
-                batch.value_serde.serialize(topic, value),
-                int(batch.timestamps[i]),
-                batch.headers[i] if batch.headers else (),
-                partition,
-            )
 
     def partition_count(self, topic: str) -> int:
         return self.plan.partition_counts.get(topic, 1)
