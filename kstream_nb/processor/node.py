@@ -167,6 +167,12 @@ class ProcessorNode:
             own = self._own = _named_errors(self, chain, steps) if steps else chain
         return own
 
+    def chain_error(self, e: Exception) -> ProcessingError:
+        """The ProcessingError for an exception that ``chain()`` raised, naming the fused step it escaped from:
+        a caller with its own ``try`` around a loop of records (the task) runs ``chain()`` and names errors
+        with this, sparing each record the call through ``entry()``'s wrapper."""
+        return self._context()._error(_failed_step(e.__traceback__, self._steps, self), e)
+
     def _compose(self) -> tuple[Entry, dict[int, ProcessorNode]]:
         """The ``fuse`` step over the children's chains, and the node of each fused step in it by the ``id``
         of its code (each step gets a code object of its own: see ``_failed_step``)."""

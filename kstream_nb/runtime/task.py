@@ -334,7 +334,7 @@ class StreamTask:
         (fused) entry with the record's offset, timestamp and headers in the record context."""
         done = 0
         rc = self.record_context
-        entry = source.entry()
+        entry = source.chain()  # errors are named below, once, rather than by a wrapper around each record
         stream_time = self.stream_time
         try:
             while queue and done < budget:
@@ -390,14 +390,7 @@ class StreamTask:
         except ProcessingError:
             raise
         except Exception as e:
-            raise ProcessingError(
-                f"{type(e).__name__}: {e}",
-                task_id=self.task_id,
-                processor=source.name,
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=rc.offset,
-            ) from e
+            raise source.chain_error(e) from e
         return done
 
     def _process_head(self, tp: TopicPartition, queue: deque[Any], source: SourceNode) -> int:
