@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
-from kstream_nb.errors import StreamsError
+from kstream_nb.errors import IllegalStateError, StreamsError
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,18 @@ class Producer(ABC):
 
 class Consumer(ABC):
     """Reads records, either by group subscription or by manual assignment."""
+
+    group_id: str | None
+    _closed: bool
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+
+    def _require_group(self) -> str:
+        if self.group_id is None:
+            raise IllegalStateError("this consumer has no group id; offsets cannot be committed or read")
+        return self.group_id
 
     @abstractmethod
     def subscribe(

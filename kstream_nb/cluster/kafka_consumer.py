@@ -106,15 +106,6 @@ class KafkaConsumer(Consumer):
     def __repr__(self) -> str:
         return f"KafkaConsumer({self.cluster.bootstrap_servers!r}, group={self.group_id!r})"
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IllegalStateError("the consumer is closed")
-
-    def _require_group(self) -> str:
-        if self.group_id is None:
-            raise IllegalStateError("this consumer has no group id; offsets cannot be committed or read")
-        return self.group_id
-
     # ---- group membership ----------------------------------------------------------------------
 
     def subscribe(

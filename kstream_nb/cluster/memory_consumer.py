@@ -56,15 +56,6 @@ class MemoryConsumer(Consumer):
     def member_id(self) -> str | None:
         return self._member.member_id if self._member else None
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IllegalStateError("the consumer is closed")
-
-    def _require_group(self) -> str:
-        if self.group_id is None:
-            raise IllegalStateError("this consumer has no group id; offsets cannot be committed or read")
-        return self.group_id
-
     def subscribe(
         self,
         topics: Iterable[str],
@@ -271,21 +262,6 @@ class MemoryConsumer(Consumer):
         if offset < 0:
             raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
         self._positions[tp] = int(offset)
-
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Moves to the first available offset (all assigned partitions when None)."""
-        self._seek_to(partitions, lambda log: log.start_offset)
-
-    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Moves to the end offset (all assigned partitions when None)."""
-        self._seek_to(partitions, lambda log: log.end_offset)
-
-    def _seek_to(self, partitions: Iterable[TopicPartition] | None, where: Callable[[PartitionLog], int]) -> None:
-        for tp in map(as_tp, self._assigned if partitions is None else partitions):
-            self._check_assigned(tp)
-            log = self.cluster.partition_log(tp)
-            if log is not None:
-                self._positions[tp] = where(log)
 
     def position(self, partition: TopicPartition) -> int:
         tp = as_tp(partition)
