@@ -30,11 +30,10 @@ from kstream_nb.cluster.kafka_errors import (
     authentication_error,
     kafka_error,
 )
-from kstream_nb.cluster.records import Headers, TopicPartition
+from kstream_nb.cluster.records import Headers, TopicPartition, as_bytes
 from kstream_nb.errors import (
     BrokerUnavailableError,
     IllegalStateError,
-    SerializationError,
     StreamsError,
     TransactionError,
 )
@@ -46,16 +45,6 @@ log = logging.getLogger("kstream_nb.kafka")
 
 #: librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks the partition
 _UNASSIGNED = -1
-
-
-def _as_bytes(topic: str, what: str, data: Any) -> bytes | None:
-    if data is None or isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise SerializationError(
-        f"the {what} sent to topic {topic!r} is a {type(data).__name__}, not bytes; serialize it with a serde"
-    )
 
 
 class KafkaProducer(Producer):
@@ -165,9 +154,9 @@ class KafkaProducer(Producer):
             if transactional and not self._in_transaction:
                 self.begin_transaction()
             if key is not None and key.__class__ is not bytes:
-                key = _as_bytes(topic, "key", key)
+                key = as_bytes(topic, "key", key)
             if value is not None and value.__class__ is not bytes:
-                value = _as_bytes(topic, "value", value)
+                value = as_bytes(topic, "value", value)
             part = _UNASSIGNED if partition is None else int(partition)
             ts = 0 if timestamp is None else int(timestamp)  # 0: librdkafka stamps the current time
             full_since = 0.0

@@ -21,8 +21,8 @@ from kstream_nb.cluster.memory_consumer import MemoryConsumer, as_tp
 from kstream_nb.cluster.memory_group import ConsumerGroup
 from kstream_nb.cluster.memory_log import DEFAULT_SEGMENT_RECORDS, PartitionLog, TopicLog
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, normalize_headers
-from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
+from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, as_bytes, normalize_headers
+from kstream_nb.errors import IllegalStateError, StreamsError, UnknownTopicError
 
 MEMORY_SCHEME = "memory://"
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -259,16 +259,6 @@ class MemoryAdmin(Admin):
             del self.cluster._groups[group_id]
 
 
-def _as_bytes(topic: str, what: str, data: Any) -> bytes | None:
-    if data is None or isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise SerializationError(
-        f"the {what} sent to topic {topic!r} is a {type(data).__name__}, not bytes; serialize it with a serde"
-    )
-
-
 class MemoryProducer(Producer):
     """Appends synchronously to the partition logs; thread-safe."""
 
@@ -299,8 +289,8 @@ class MemoryProducer(Producer):
     ) -> RecordMetadata:
         if self._closed:
             raise IllegalStateError("cannot send: the producer is closed")
-        key = _as_bytes(topic, "key", key)
-        value = _as_bytes(topic, "value", value)
+        key = as_bytes(topic, "key", key)
+        value = as_bytes(topic, "value", value)
         log = self.cluster.topic_for_produce(topic)
         parts = log.partitions
         p = self._partition_for(topic, key, partition, len(parts))
@@ -322,9 +312,9 @@ class MemoryProducer(Producer):
         by_partition: dict[int, list[tuple[bytes | None, bytes | None, int | None, Headers]]] = {}
         for key, value, timestamp, headers, partition in records:
             if key is not None and type(key) is not bytes:
-                key = _as_bytes(topic, "key", key)
+                key = as_bytes(topic, "key", key)
             if value is not None and type(value) is not bytes:
-                value = _as_bytes(topic, "value", value)
+                value = as_bytes(topic, "value", value)
             if partition is None and key is not None:
                 p = default_partition(key, count)
             else:

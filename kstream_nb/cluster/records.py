@@ -219,3 +219,14 @@ def normalize_headers(headers: Any) -> Headers:
             raise SerializationError(f"header {name!r} must be bytes, str or None, got {type(value).__name__}")
         out.append((str(name), value))
     return tuple(out)
+
+
+def as_bytes(topic: str, what: str, data: Any) -> bytes | None:
+    """A key or value handed to a producer as bytes (None stays None); anything else is a missing serde."""
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise SerializationError(
+        f"the {what} sent to topic {topic!r} is a {type(data).__name__}, not bytes; serialize it with a serde"
+    )
