@@ -14,7 +14,7 @@ from kstream_nb.cluster.base import Cluster, Producer, TopicSpec
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory_log import now_ms
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, normalize_headers
+from kstream_nb.cluster.records import ColumnarBatch, ConsumerRecord, Headers, TopicPartition, normalize_headers
 from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
 from kstream_nb.errors import DeserializationError, SerializationError, StreamsError, UnknownTopicError
 
@@ -328,24 +328,8 @@ def _read_partition(
             for rec in batch.records:
                 if rec.offset >= end or (limit is not None and taken >= limit):
                     break
-                try:
-                    key = kser.deserialize(rec.topic, rec.key)
-                except SerializationError as exc:
-                    raise DeserializationError(
-                        f"cannot deserialize the key: {exc}",
-                        topic=rec.topic,
-                        partition=rec.partition,
-                        offset=rec.offset,
-                    ) from exc
-                try:
-                    value = vser.deserialize(rec.topic, rec.value)
-                except SerializationError as exc:
-                    raise DeserializationError(
-                        f"cannot deserialize the value: {exc}",
-                        topic=rec.topic,
-                        partition=rec.partition,
-                        offset=rec.offset,
-                    ) from exc
+                key = _deserialize(kser, rec, "key", rec.key)
+                value = _deserialize(vser, rec, "value", rec.value)
                 rows["partition"].append(rec.partition)
                 rows["offset"].append(rec.offset)
                 rows["timestamp"].append(rec.timestamp)
@@ -353,3 +337,13 @@ def _read_partition(
                 rows["value"].append(value)
                 rows["headers"].append(rec.headers)
                 taken += 1
+
+
+def _deserialize(serde: Serde, rec: ConsumerRecord, what: str, data: bytes | None) -> Any:
+    """``data`` (the record's key or value) through ``serde``; a failure names the record's place."""
+    try:
+        return serde.deserialize(rec.topic, data)
+    except SerializationError as exc:
+        raise DeserializationError(
+            f"cannot deserialize the {what}: {exc}", topic=rec.topic, partition=rec.partition, offset=rec.offset
+        ) from exc
