@@ -253,6 +253,29 @@ class CachingLayer:
     _cache: NamedCache
     _flush_listener: CacheFlushListener | None = None
     _flush_timestamp: int | None = None
+    #: the context of ``init`` (None before), and the thread that ran it: the one that changes the cache
+    _context: StateStoreContext | None
+    _owner: int
+
+    def _start_cache(self) -> None:
+        """What a layer holds before ``init``: a part of an empty cache, no context, no owner thread."""
+        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
+        self._context = None
+        self._owner = -1
+
+    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
+        """Takes the context's record cache, then opens the store below under a ``CacheFlushContext``."""
+        self._take_cache(context)
+        self._context = context
+        self._owner = threading.get_ident()
+        self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
+
+    def _initialized_context(self) -> StateStoreContext:
+        """The context of ``init``, which a write needs (its timestamp and headers)."""
+        context = self._context
+        if context is None:
+            raise IllegalStateError(f"store {self.inner.name!r} is not initialized: call init(context) first")
+        return context
 
     @property
     def cache(self) -> NamedCache:
@@ -328,27 +351,19 @@ class CachingKeyValueStore(WrappedKeyValueStore, CachingLayer):
 
     def __init__(self, inner: KeyValueStore, key_order: KeyOrder | None = None) -> None:
         super().__init__(inner)
-        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
+        self._start_cache()
         self._key_order = key_order
         #: a persistent backend is read through the cache (a hit saves a read and a decode)
         self._read_through = inner.persistent
-        self._context: StateStoreContext | None = None
-        self._owner = -1
 
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self._take_cache(context)
-        self._context = context
-        self._owner = threading.get_ident()
-        self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
+    init = CachingLayer.init
 
     # ---- writes ---------------------------------------------------------------------------------
 
     def put(self, key: Any, value: Any) -> None:
         if key is None:
             raise ValueError(f"store {self.name!r}: keys cannot be None")
-        context = self._context
-        if context is None:
-            raise IllegalStateError(f"store {self.name!r} is not initialized: call init(context) first")
+        context = self._initialized_context()
         entry = LRUCacheEntry(
             value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)
         )

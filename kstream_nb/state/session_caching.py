@@ -19,37 +19,19 @@ from typing import Any
 
 import pandas as pd
 
-from kstream_nb.errors import IllegalStateError
-from kstream_nb.state.caching import CacheFlushContext, CachingLayer, LRUCacheEntry, ThreadCache, entry_size
-from kstream_nb.state.store import StateStore, StateStoreContext, sort_keys
-from kstream_nb.state.window_caching import IndexedNamedCache, indexed_cache
-from kstream_nb.state.window_store import SessionStore, WrappedWindowedStore
+from kstream_nb.state.caching import LRUCacheEntry, entry_size
+from kstream_nb.state.store import sort_keys
+from kstream_nb.state.window_caching import CachingWindowedLayer
+from kstream_nb.state.window_store import SessionStore
 
 
-class CachingSessionStore(WrappedWindowedStore, CachingLayer):
+class CachingSessionStore(CachingWindowedLayer):
     """Buffers session writes in the thread's record cache; reads see the cache over the store below."""
 
-    _cache: IndexedNamedCache
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
-        self._context: StateStoreContext | None = None
-        self._owner = -1
-
-    def _named_cache(self, thread: ThreadCache) -> IndexedNamedCache:
-        return indexed_cache(thread, self.inner.name, lambda window: int(window[1]))  # by session end
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self._take_cache(context)
-        self._context = context
-        self._owner = threading.get_ident()
-        self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
+    _time_at = 1  # by session end
 
     def put(self, key: Any, start: int, end: int, value: Any) -> None:
-        context = self._context
-        if context is None:
-            raise IllegalStateError(f"store {self.inner.name!r} is not initialized: call init(context) first")
+        context = self._initialized_context()
         headers = getattr(context, "headers", ())
         self._cache.put(
             (key, start, end), LRUCacheEntry(value, True, context.timestamp, headers, entry_size(key, value))

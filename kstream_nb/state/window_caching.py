@@ -18,16 +18,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.caching import (
-    CacheFlushContext,
     CachingLayer,
     LRUCacheEntry,
     NamedCache,
     ThreadCache,
     entry_size,
 )
-from kstream_nb.state.store import StateStore, StateStoreContext, sort_keys
+from kstream_nb.state.store import sort_keys
 from kstream_nb.state.window_store import WindowStore, WrappedWindowedStore
 
 
@@ -138,34 +136,36 @@ def indexed_cache(cache: ThreadCache, name: str, time_of: Callable[[tuple[Any, .
     return IndexedNamedCache(name, cache, time_of)
 
 
-class CachingWindowStore(WrappedWindowedStore, CachingLayer):
+class CachingWindowedLayer(WrappedWindowedStore, CachingLayer):
+    """What the window and session caching layers share: a part of the thread cache indexed by key and by
+    one time of the cached window key."""
+
+    _cache: IndexedNamedCache
+    #: where the indexed time is in a cache key: the window start, or the session end
+    _time_at: int
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self._start_cache()
+
+    def _named_cache(self, thread: ThreadCache) -> IndexedNamedCache:
+        at = self._time_at
+        return indexed_cache(thread, self.inner.name, lambda window: int(window[at]))
+
+    init = CachingLayer.init
+
+
+class CachingWindowStore(CachingWindowedLayer):
     """Buffers window writes in the thread's record cache; reads see the cache over the store below.
 
     Only the thread that initialized the store changes the cache; reads from other threads (interactive
     queries) only look. Not for stores that keep duplicates (join buffers): those are never cached.
     """
 
-    _cache: IndexedNamedCache
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self._cache = self._named_cache(ThreadCache(0))  # until init takes the context's
-        self._context: StateStoreContext | None = None
-        self._owner = -1
-
-    def _named_cache(self, thread: ThreadCache) -> IndexedNamedCache:
-        return indexed_cache(thread, self.inner.name, lambda window: int(window[0]))
-
-    def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
-        self._take_cache(context)
-        self._context = context
-        self._owner = threading.get_ident()
-        self.inner.init(CacheFlushContext(context, self), root if root is not None else self)
+    _time_at = 0  # by window start
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
-        context = self._context
-        if context is None:
-            raise IllegalStateError(f"store {self.inner.name!r} is not initialized: call init(context) first")
+        context = self._initialized_context()
         self._cache.put(
             (key, window_start),
             LRUCacheEntry(value, True, context.timestamp, getattr(context, "headers", ()), entry_size(key, value)),
