@@ -159,6 +159,15 @@ class StreamsPartitionAssignor:
         if specs:
             self.admin.create_topics(specs, exist_ok=True)
 
+    def _counts_and_topics(self, partition_counts: Mapping[str, int]) -> dict[str, int]:
+        """The partition count of every topic (see ``partition_counts``) after noting the user source topics
+        the cluster lacks (``missing_topics``) and creating the internal topics; under the lock."""
+        user_sources = [self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)]
+        self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
+        counts = self.partition_counts(partition_counts)
+        self.ensure_internal_topics(counts)
+        return counts
+
     def prepare(self, partition_counts: Mapping[str, int]) -> None:
         """Creates the internal topics that the existing source topics allow (before joining a Kafka group)."""
         with self._lock:
@@ -176,12 +185,7 @@ class StreamsPartitionAssignor:
         member got when its sub-topology has no state store, and refused otherwise.
         """
         with self._lock:
-            user_sources = [
-                self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)
-            ]
-            self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
-            counts = self.partition_counts(partition_counts)
-            self.ensure_internal_topics(counts)
+            counts = self._counts_and_topics(partition_counts)
             subs = {s.id: s for s in self.topology.subtopologies()}
             mine = []
             pending: list[str] = []
@@ -257,12 +261,7 @@ class StreamsPartitionAssignor:
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         with self._lock:
-            user_sources = [
-                self.resolve(t) for t in self.topology.source_topics() if not self.topology.is_internal(t)
-            ]
-            self.missing_topics = sorted({t for t in user_sources if t not in partition_counts})
-            counts = self.partition_counts(partition_counts)
-            self.ensure_internal_topics(counts)
+            counts = self._counts_and_topics(partition_counts)
             tasks = self.tasks(counts)
             owners = balanced_sticky_assignment(tasks, subscriptions)
             standbys = self.standby_assignment(tasks, owners, subscriptions)
