@@ -123,8 +123,3 @@ def _serde(spec: Any) -> Any:
     from kstream_nb.cluster.serdes import serde_from
 
     return None if spec is None else serde_from(spec)
-
-
-def _supplier(cls: Any, *args: Any, **kwargs: Any) -> Any:
-    """A processor supplier: a new ``cls(*args)`` per task."""
-    return lambda: cls(*args, **kwargs)

@@ -54,9 +54,6 @@ class JoinBuffer(StateStore):
         if ts > self.stream_time:
             self.stream_time = ts
 
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
     def add(self, ts: int, left_side: bool, key: Any, value: Any) -> None:
         self._pending.setdefault((ts, left_side, _hashable(key)), []).append((key, value))
         if self.min_time is None or ts < self.min_time:

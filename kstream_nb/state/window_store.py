@@ -63,11 +63,6 @@ class WindowedStore(StateStore):
         if timestamp > self.observed_stream_time:
             self.observed_stream_time = timestamp
 
-    @property
-    def expiry_limit(self) -> int:
-        """Entries whose window start (session end) is at or below this are past retention."""
-        return self.observed_stream_time - self.retention_ms
-
 
 class WindowStore(WindowedStore):
     """(key, window start) -> value, as Kafka Streams' ``WindowStore``."""
