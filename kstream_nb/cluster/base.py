@@ -7,11 +7,11 @@ runtime only talks to these interfaces.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition
+from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch, Headers, TopicPartition, as_tp
 from kstream_nb.errors import IllegalStateError, StreamsError
 
 
@@ -215,6 +215,8 @@ class Consumer(ABC):
 
     group_id: str | None
     _closed: bool
+    _assigned: Collection[TopicPartition]
+    _positions: dict[TopicPartition, int]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -224,6 +226,19 @@ class Consumer(ABC):
         if self.group_id is None:
             raise IllegalStateError("this consumer has no group id; offsets cannot be committed or read")
         return self.group_id
+
+    def _check_assigned(self, tp: TopicPartition) -> None:
+        if tp not in self._assigned:
+            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
+
+    def _seek_position(self, partition: TopicPartition, offset: int) -> TopicPartition:
+        """``seek``'s checks, then the partition's new position; returns the partition."""
+        tp = as_tp(partition)
+        self._check_assigned(tp)
+        if offset < 0:
+            raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
+        self._positions[tp] = int(offset)
+        return tp
 
     @abstractmethod
     def subscribe(

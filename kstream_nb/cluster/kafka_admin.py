@@ -17,9 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
 from kstream_nb.cluster.base import Admin, TopicDescription, TopicExistsError, TopicSpec
-from kstream_nb.cluster.kafka_config import as_tp
 from kstream_nb.cluster.kafka_errors import MISSING_TOPIC_ERRORS, error_code
-from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.cluster.records import TopicPartition, as_tp
 from kstream_nb.errors import StreamsError, UnknownTopicError
 
 if TYPE_CHECKING:

@@ -119,11 +119,6 @@ def config_for(role: str, *configs: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def as_tp(tp: Any) -> TopicPartition:
-    """A TopicPartition from a TopicPartition or a (topic, partition) pair."""
-    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
-
-
 def with_metadata(tp: TopicPartition, offset: int, metadata: Mapping[TopicPartition, str] | None) -> Any:
     """The client's TopicPartition of a commit: the offset, and the partition's metadata when given."""
     given = (metadata or {}).get(tp)

@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from kstream_nb.cluster.base import Consumer, GroupAssignor, RebalanceListener, Subscription
 from kstream_nb.cluster.kafka_assignment import LocalGroupAssignor
-from kstream_nb.cluster.kafka_config import as_tp, with_metadata
+from kstream_nb.cluster.kafka_config import with_metadata
 from kstream_nb.cluster.kafka_errors import (
     AUTHENTICATION_ERRORS,
     BROKER_UNAVAILABLE_ERRORS,
@@ -30,7 +30,7 @@ from kstream_nb.cluster.kafka_errors import (
     authentication_error,
     error_code,
 )
-from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition
+from kstream_nb.cluster.records import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch, TopicPartition, as_tp
 from kstream_nb.errors import BrokerUnavailableError, IllegalStateError, StreamsError
 
 if TYPE_CHECKING:
@@ -338,16 +338,8 @@ class KafkaConsumer(Consumer):
 
     # ---- positions -----------------------------------------------------------------------------
 
-    def _check_assigned(self, tp: TopicPartition) -> None:
-        if tp not in self._assigned:
-            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
-
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        tp = as_tp(partition)
-        self._check_assigned(tp)
-        if offset < 0:
-            raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
-        self._positions[tp] = int(offset)
+        tp = self._seek_position(partition, offset)
         if self._manual:
             # librdkafka cannot seek a partition it has not started fetching: assign again from there
             self._dirty = True

@@ -22,7 +22,7 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
 from kstream_nb.cluster.base import Producer, RecordMetadata, Sender
-from kstream_nb.cluster.kafka_config import PRODUCER_DEFAULTS, as_tp, config_for, with_metadata
+from kstream_nb.cluster.kafka_config import PRODUCER_DEFAULTS, config_for, with_metadata
 from kstream_nb.cluster.kafka_errors import (
     AUTHENTICATION_ERRORS,
     FENCED,
@@ -30,7 +30,7 @@ from kstream_nb.cluster.kafka_errors import (
     authentication_error,
     kafka_error,
 )
-from kstream_nb.cluster.records import Headers, TopicPartition, as_bytes
+from kstream_nb.cluster.records import Headers, TopicPartition, as_bytes, as_tp
 from kstream_nb.errors import (
     BrokerUnavailableError,
     IllegalStateError,

@@ -17,11 +17,11 @@ from kstream_nb.cluster.base import (
     TopicExistsError,
     TopicSpec,
 )
-from kstream_nb.cluster.memory_consumer import MemoryConsumer, as_tp
+from kstream_nb.cluster.memory_consumer import MemoryConsumer
 from kstream_nb.cluster.memory_group import ConsumerGroup
 from kstream_nb.cluster.memory_log import DEFAULT_SEGMENT_RECORDS, PartitionLog, TopicLog
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, as_bytes, normalize_headers
+from kstream_nb.cluster.records import ColumnarBatch, Headers, TopicPartition, as_bytes, as_tp, normalize_headers
 from kstream_nb.errors import IllegalStateError, StreamsError, UnknownTopicError
 
 MEMORY_SCHEME = "memory://"

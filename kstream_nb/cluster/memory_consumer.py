@@ -9,18 +9,13 @@ from typing import TYPE_CHECKING, Any
 from kstream_nb.cluster.base import Consumer, GroupAssignor, RebalanceListener
 from kstream_nb.cluster.memory_group import ConsumerGroup, GroupMember, GroupTimeouts
 from kstream_nb.cluster.memory_log import PartitionLog
-from kstream_nb.cluster.records import FetchedBatch, TopicPartition
+from kstream_nb.cluster.records import FetchedBatch, TopicPartition, as_tp
 from kstream_nb.errors import IllegalStateError, StreamsError, UnknownTopicError
 
 if TYPE_CHECKING:
     from kstream_nb.cluster.memory import MemoryCluster
 
 _GROUP_WAIT_S = 0.05
-
-
-def as_tp(tp: Any) -> TopicPartition:
-    """A TopicPartition from a TopicPartition or a (topic, partition) pair."""
-    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 class MemoryConsumer(Consumer):
@@ -252,16 +247,8 @@ class MemoryConsumer(Consumer):
             group = self.cluster._groups.get(self.group_id)
             return group.offsets.get(tp) if group else None
 
-    def _check_assigned(self, tp: TopicPartition) -> None:
-        if tp not in self._assigned:
-            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
-
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        tp = as_tp(partition)
-        self._check_assigned(tp)
-        if offset < 0:
-            raise StreamsError(f"cannot seek partition {tp} to negative offset {offset}")
-        self._positions[tp] = int(offset)
+        self._seek_position(partition, offset)
 
     def position(self, partition: TopicPartition) -> int:
         tp = as_tp(partition)

@@ -221,6 +221,11 @@ def normalize_headers(headers: Any) -> Headers:
     return tuple(out)
 
 
+def as_tp(tp: Any) -> TopicPartition:
+    """A TopicPartition from a TopicPartition or a (topic, partition) pair."""
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
+
+
 def as_bytes(topic: str, what: str, data: Any) -> bytes | None:
     """A key or value handed to a producer as bytes (None stays None); anything else is a missing serde."""
     if data is None or isinstance(data, bytes):
