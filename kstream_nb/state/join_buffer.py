@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kstream_nb.state.store import StateStore, StateStoreContext, json_order
+from kstream_nb.state.store import StateStore, StateStoreContext, StoreBackend, json_order
 
 
-class JoinBuffer(StateStore):
+class JoinBuffer(StoreBackend):
     """Unmatched records by (timestamp, side, key) — right side before left, as Kafka orders them."""
 
     def __init__(self, name: str) -> None:
@@ -23,27 +23,12 @@ class JoinBuffer(StateStore):
         self._pending: dict[tuple[int, bool, Any], list[Any]] = {}
         self._open = False
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def persistent(self) -> bool:
-        return False
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._open = True
         context.register(root or self, self._no_restore, None)
 
     def _no_restore(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
         raise RuntimeError(f"join buffer {self._name!r} has no changelog")
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         self._open = False

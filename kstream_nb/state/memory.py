@@ -13,6 +13,7 @@ from kstream_nb.state.store import (
     KeyValueStore,
     StateStore,
     StateStoreContext,
+    StoreBackend,
     sort_keys,
 )
 
@@ -20,7 +21,7 @@ _MISSING = object()
 _new_tuple = tuple.__new__
 
 
-class InMemoryKeyValueStore(KeyValueStore):
+class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
     """A dict-backed store; ``get``/``put`` cost a dict operation, scans sort a snapshot of the keys.
 
     One stream thread writes; interactive queries may scan from other threads. Scans copy the keys
@@ -29,22 +30,12 @@ class InMemoryKeyValueStore(KeyValueStore):
     scan time, so a concurrent scan sees each key's current value and skips keys deleted meanwhile.
     """
 
-    persistent = False
-
     def __init__(self, name: str) -> None:
         self._name = name
         self._data: dict[Any, Any] = {}
         self._version = 0
         self._sorted: tuple[int, list[Any], KeyOrder | None] | None = None
         self._open = False
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         context.register(root if root is not None else self, self._restore_without_changelog, None)
@@ -54,9 +45,6 @@ class InMemoryKeyValueStore(KeyValueStore):
         raise IllegalStateError(
             f"store {self._name!r} has no changelog (logging disabled), so it cannot be restored"
         )
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         self._open = False

@@ -155,6 +155,29 @@ class StateStore(ABC):
         """Whether ``init`` ran and ``close`` did not."""
 
 
+class StoreBackend(StateStore):
+    """What the stores that hold the data themselves share (no layer below): their own name and open flag
+    (``_name``, ``_open``); in memory with nothing to flush unless a subclass says otherwise (RocksDB)."""
+
+    _name: str
+    _open: bool
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def persistent(self) -> bool:
+        return False
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def flush(self) -> None:
+        pass
+
+
 class ReadOnlyKeyValueStore(ABC):
     """Read access to a key-value store, as interactive queries see it."""
 

@@ -18,7 +18,7 @@ from kstream_nb.cluster.serdes import Serde, SerdeSpec
 from kstream_nb.errors import SerializationError
 from kstream_nb.state.builders import StoreBuilder
 from kstream_nb.state.record_headers import decode_headers, header_parts
-from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext
+from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, StoreBackend
 
 _TS = struct.Struct(">q")
 _SEQ = struct.Struct(">i")
@@ -45,10 +45,8 @@ def _decode_value(data: bytes) -> tuple[bytes, Headers]:
     return data[pos:], headers
 
 
-class TimeOrderedJoinBuffer(StateStore):
+class TimeOrderedJoinBuffer(StoreBackend):
     """Stream records held for a grace period, evicted in time order."""
-
-    persistent = False
 
     def __init__(self, name: str, grace_ms: int, key_serde: Serde, value_serde: Serde,
                  logging_enabled: bool = True) -> None:  # fmt: skip
@@ -66,23 +64,12 @@ class TimeOrderedJoinBuffer(StateStore):
         self._open = False
         self._topic = ""
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         if self.logging_enabled:
             self._topic = context.changelog_topic(self._name)
             self._write = context.changelog_writer(self._topic)
         context.register(root if root is not None else self, self._restore, self._topic or None)
         self._open = True
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         self._open = False

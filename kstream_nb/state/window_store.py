@@ -17,13 +17,13 @@ import pandas as pd
 
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.state.changelogging import ChangeHolder, ChangelogRegistration, StoreMeter
-from kstream_nb.state.store import StateStore, StateStoreContext, ValueAndTimestamp, sort_keys
+from kstream_nb.state.store import StateStore, StateStoreContext, StoreBackend, ValueAndTimestamp, sort_keys
 
 _TS = struct.Struct(">q")
 _SEQ = struct.Struct(">i")
 
 
-class WindowedStore(StateStore):
+class WindowedStore(StoreBackend):
     """What window and session stores share: a name, a retention period and the observed stream time."""
 
     def __init__(self, name: str, retention_ms: int) -> None:
@@ -33,18 +33,6 @@ class WindowedStore(StateStore):
         self._open = False
         self.context: StateStoreContext | None = None
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def persistent(self) -> bool:
-        return False
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self.context = context
         self._open = True
@@ -52,9 +40,6 @@ class WindowedStore(StateStore):
 
     def _restore_unsupported(self, batch: list[tuple[Any, ...]]) -> None:
         raise RuntimeError(f"store {self._name!r} has no changelog to restore from")
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         self._open = False
