@@ -6,7 +6,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any
 
-from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import (
     KeyOrder,
     KeyValue,
@@ -40,11 +39,6 @@ class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         context.register(root if root is not None else self, self._restore_without_changelog, None)
         self._open = True
-
-    def _restore_without_changelog(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
-        raise IllegalStateError(
-            f"store {self._name!r} has no changelog (logging disabled), so it cannot be restored"
-        )
 
     def close(self) -> None:
         self._open = False

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import orjson
 
+from kstream_nb.errors import IllegalStateError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -176,6 +178,12 @@ class StoreBackend(StateStore):
 
     def flush(self) -> None:
         pass
+
+    def _restore_without_changelog(self, batch: list[tuple[Any, ...]]) -> None:
+        """What an in-memory store without a change-logging layer registers to restore with: nothing can."""
+        raise IllegalStateError(
+            f"store {self._name!r} has no changelog (logging disabled), so it cannot be restored"
+        )
 
 
 class ReadOnlyKeyValueStore(ABC):

@@ -19,8 +19,7 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.errors import IllegalStateError
-from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, sort_keys
+from kstream_nb.state.store import KeyValue, StateStore, StateStoreContext, StoreBackend, sort_keys
 from kstream_nb.state.versioned_rows import (
     PUT_RETURN_CODE_NOT_PUT,
     PUT_RETURN_CODE_VALID_TO_UNDEFINED,
@@ -230,33 +229,19 @@ class VersionedStoreBackend(VersionedKeyValueStore):
         return self._latest_entries()
 
 
-class InMemoryVersionedKeyValueStore(VersionedStoreBackend):
+class InMemoryVersionedKeyValueStore(VersionedStoreBackend, StoreBackend):
     """Versions in a dict. Not in Kafka's ``Stores`` (Kafka only has the RocksDB one): kstream_nb's in-memory
     backend (``Stores.in_memory_versioned_key_value_store``), restored in full from the changelog."""
-
-    persistent = False
 
     def __init__(self, name: str, history_retention_ms: int, segment_interval_ms: int) -> None:
         super().__init__(name, history_retention_ms, segment_interval_ms)
         self._data: dict[Any, KeyVersions] = {}
         self._open = False
 
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         self._context = context
         context.register(root if root is not None else self, self._restore_without_changelog, None)
         self._open = True
-
-    def _restore_without_changelog(self, batch: list[tuple[Any, ...]]) -> None:
-        raise IllegalStateError(
-            f"store {self._name!r} has no changelog (logging disabled), so it cannot be restored"
-        )
-
-    def flush(self) -> None:
-        pass
 
     def close(self) -> None:
         self._open = False
