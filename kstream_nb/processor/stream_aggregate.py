@@ -10,7 +10,20 @@ from kstream_nb.processor.node import Entry, FusedProcessor, NodeContext
 from kstream_nb.processor.table_ops import timestamped_tuple_forwarder
 
 
-class KStreamAggregate(FusedProcessor):
+class _KStreamFold(FusedProcessor):
+    """What KStreamAggregate and KStreamReduce share: the store of the aggregates, and whether they forward
+    their changes themselves (no record cache) or the cache's flush does."""
+
+    context: NodeContext
+    store_name: str
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+        self.forward_now = timestamped_tuple_forwarder(self.store, context)
+
+
+class KStreamAggregate(_KStreamFold):
     """``agg = aggregator(key, value, agg or initializer())``; records with a null key or value are dropped.
 
     The result timestamp is the max of the previous result's and the record's (Kafka's rule). The change goes
@@ -20,19 +33,12 @@ class KStreamAggregate(FusedProcessor):
     new key).
     """
 
-    context: NodeContext
-
     def __init__(
         self, store_name: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any]
     ) -> None:
         self.store_name = store_name
         self.initializer = initializer
         self.aggregator = aggregator
-
-    def init(self, context: Any) -> None:
-        super().init(context)
-        self.store = context.get_state_store(self.store_name)
-        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def fuse(self, downstream: Entry) -> Entry:
         initializer, aggregator = self.initializer, self.aggregator
@@ -44,19 +50,12 @@ class KStreamAggregate(FusedProcessor):
         return fused_update(self, combine, "aggregation", downstream)
 
 
-class KStreamReduce(FusedProcessor):
+class KStreamReduce(_KStreamFold):
     """``agg = reducer(agg, value)``; the first value of a key is taken as is (and goes on with no old value)."""
-
-    context: NodeContext
 
     def __init__(self, store_name: str, reducer: Callable[[Any, Any], Any]) -> None:
         self.store_name = store_name
         self.reducer = reducer
-
-    def init(self, context: Any) -> None:
-        super().init(context)
-        self.store = context.get_state_store(self.store_name)
-        self.forward_now = timestamped_tuple_forwarder(self.store, context)
 
     def fuse(self, downstream: Entry) -> Entry:
         reducer = self.reducer
@@ -68,7 +67,7 @@ class KStreamReduce(FusedProcessor):
 
 
 def fused_update(
-    processor: KStreamAggregate | KStreamReduce,
+    processor: _KStreamFold,
     combine: Callable[[Any, Any, ValueAndTimestamp | None], tuple[Any, Any]],
     what: str,
     downstream: Entry,
