@@ -157,7 +157,23 @@ class KTableSource(Processor):
         writer.put_and_forward(record, record.value, None if found is None else found.value)
 
 
-class KTableFilter(Processor):
+class _OptionallyStoredTableOp(Processor):
+    """What KTableFilter and KTableMapValues share: whether they send old values, and their own store's
+    writer when they have one (``store_name``)."""
+
+    context: NodeContext
+    flags: TableFlags
+    store_name: str | None
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.send_old_values = self.flags.send_old_values
+        self.writer = (
+            None if self.store_name is None else TableStoreWriter(context, self.store_name, self.send_old_values)
+        )
+
+
+class KTableFilter(_OptionallyStoredTableOp):
     """Keeps rows matching ``predicate(key, value)``; an update that does not match becomes a tombstone.
 
     As Kafka's KTableFilter: when it sends old values (its parent sends them, or a downstream operation asked)
@@ -166,8 +182,6 @@ class KTableFilter(Processor):
     (``store_name``), the old value is the one in the store.
     """
 
-    context: NodeContext
-
     def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False, flags: TableFlags | None = None,
                  store_name: str | None = None, versioned_semantics: bool = False) -> None:  # fmt: skip
         self.predicate = predicate
@@ -175,13 +189,6 @@ class KTableFilter(Processor):
         self.flags = flags if flags is not None else TableFlags()
         self.store_name = store_name
         self.versioned_semantics = versioned_semantics
-
-    def init(self, context: Any) -> None:
-        super().init(context)
-        self.send_old_values = self.flags.send_old_values
-        self.writer = (
-            None if self.store_name is None else TableStoreWriter(context, self.store_name, self.send_old_values)
-        )
 
     def _keep(self, key: Any, value: Any) -> Any:
         if value is None or bool(self.predicate(key, value)) is self.negate:
@@ -204,11 +211,9 @@ class KTableFilter(Processor):
             self.context.forward(record.with_value(type(change)(new, old)))  # out-of-order stays out-of-order
 
 
-class KTableMapValues(Processor):
+class KTableMapValues(_OptionallyStoredTableOp):
     """Maps the values of a table; tombstones stay tombstones. Old values are mapped only when sent (Kafka's
     KTableMapValues); with its own store (``store_name``) the old value is the one in the store."""
-
-    context: NodeContext
 
     def __init__(self, mapper: Callable[..., Any], with_key: bool = False, flags: TableFlags | None = None,
                  store_name: str | None = None) -> None:  # fmt: skip
@@ -216,13 +221,6 @@ class KTableMapValues(Processor):
         self.with_key = with_key
         self.flags = flags if flags is not None else TableFlags()
         self.store_name = store_name
-
-    def init(self, context: Any) -> None:
-        super().init(context)
-        self.send_old_values = self.flags.send_old_values
-        self.writer = (
-            None if self.store_name is None else TableStoreWriter(context, self.store_name, self.send_old_values)
-        )
 
     def _map(self, key: Any, value: Any) -> Any:
         if value is None:
