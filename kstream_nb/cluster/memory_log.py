@@ -173,8 +173,18 @@ class PartitionLog:
             now = now_ms()
             if timestamp is None or self.config.timestamp_type == LOG_APPEND_TIME:
                 timestamp = now
+            seg = self._active_raw(now)
+            seg.keys.append(key)
+            seg.values.append(value)
+            seg.timestamps.append(timestamp)
+            seg.headers.append(headers)
+            if timestamp > seg.max_timestamp:
+                seg.max_timestamp = timestamp
+            seg.last_append_ms = now
             offset = self._end
-            self._write(key, value, timestamp, headers, now)
+            self._end += 1
+            if len(seg) >= self.segment_records:
+                self._after_roll(now)
             return offset, timestamp
 
     def append_many(self, records: list[tuple[bytes | None, bytes | None, int | None, Headers]]) -> None:
@@ -187,21 +197,17 @@ class PartitionLog:
             for key, value, timestamp, headers in records:
                 if timestamp is None or log_append:
                     timestamp = now
-                self._write(key, value, timestamp, headers, now)
-
-    def _write(self, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers, now: int) -> None:
-        """Adds one record (its stored timestamp) to the active segment, rolling it when full; under the lock."""
-        seg = self._active_raw(now)
-        seg.keys.append(key)
-        seg.values.append(value)
-        seg.timestamps.append(timestamp)
-        seg.headers.append(headers)
-        if timestamp > seg.max_timestamp:
-            seg.max_timestamp = timestamp
-        seg.last_append_ms = now
-        self._end += 1
-        if len(seg) >= self.segment_records:
-            self._after_roll(now)
+                seg = self._active_raw(now)
+                seg.keys.append(key)
+                seg.values.append(value)
+                seg.timestamps.append(timestamp)
+                seg.headers.append(headers)
+                if timestamp > seg.max_timestamp:
+                    seg.max_timestamp = timestamp
+                seg.last_append_ms = now
+                self._end += 1
+                if len(seg) >= self.segment_records:
+                    self._after_roll(now)
 
     def append_columnar(self, batch: ColumnarBatch) -> int:
         """Appends a whole ColumnarBatch as one segment; returns its base offset."""
