@@ -194,7 +194,7 @@ class PartitionLog:
         with self.lock:
             now = now_ms()
             log_append = self.config.timestamp_type == LOG_APPEND_TIME
-            # append's body again, inline: one call more per record is a tenth of a producer's time
+            # append's body again, inline: this loop runs once per record a producer sends
             for key, value, timestamp, headers in records:
                 if timestamp is None or log_append:
                     timestamp = now
