@@ -515,7 +515,10 @@ class KafkaConsumer(Consumer):
                 )
             )
         except KafkaException as e:
-            raise StreamsError(f"cannot read the committed offsets of group {self.group_id!r}: {e}") from e
+            message = f"cannot read the committed offsets of group {self.group_id!r}: {e}"
+            if error_code(e) in BROKER_UNAVAILABLE_ERRORS:  # (a timeout: unstable offsets, a coordinator loading)
+                raise BrokerUnavailableError(message) from e
+            raise StreamsError(message) from e
 
     def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}

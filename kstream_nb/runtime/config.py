@@ -41,6 +41,8 @@ class StreamsConfig:
     #: a poll; here one poll's worth). On Kafka a pause drops what librdkafka prefetched for the partition,
     #: fetched again at the resume: ``bench/bench_backlog.py`` measures both sides
     buffered_records_per_partition: int = 10_000
+    #: how long a task waits for the broker before the thread fails (Kafka Streams' ``task.timeout.ms``)
+    task_timeout_ms: int = 300_000
     state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "kstream-nb"))
     default_dsl_store: str = "in_memory"
     missing_source_topic_timeout_ms: int = 60_000
@@ -68,6 +70,7 @@ class StreamsConfig:
             "poll_ms",
             "missing_source_topic_timeout_ms",
             "windowstore_changelog_additional_retention_ms",
+            "task_timeout_ms",
         ):
             if name in settings:
                 settings[name] = to_millis(settings[name], name)

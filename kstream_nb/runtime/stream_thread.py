@@ -122,6 +122,7 @@ class StreamThread(threading.Thread):
             self.global_stores,
             lambda: self.error is not None,
             self.cache,
+            lambda: self._shutdown.is_set(),
         )
         self._shutdown = threading.Event()
         self.state = ThreadState.CREATED

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kstream_nb.cluster.base import Admin, Consumer
 from kstream_nb.cluster.records import FetchedBatch, TopicPartition
+from kstream_nb.errors import BrokerUnavailableError
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.record_collector import RecordCollector
 from kstream_nb.runtime.restore import restore_task
@@ -24,6 +25,8 @@ from kstream_nb.state.caching import ThreadCache
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.thread")
+
+_T = TypeVar("_T")
 
 
 def wall_clock_ms() -> int:
@@ -45,6 +48,7 @@ class TaskManager:
         global_stores: Mapping[str, Any],
         failed: Callable[[], bool],
         cache: ThreadCache,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.topology = topology
         self.config = config
@@ -58,6 +62,7 @@ class TaskManager:
         self.cache = cache
         #: whether the thread has failed (a failed thread's tasks write no checkpoint)
         self._failed = failed
+        self._stopping = stopping
         self._exactly_once = config.processing_guarantee == EXACTLY_ONCE_V2
         self.tasks: dict[str, StreamTask] = {}
         self.standbys: dict[str, StandbyTask] = {}
@@ -146,7 +151,8 @@ class TaskManager:
                 lambda tid, done, total: self.restore_progress.__setitem__(tid, (done, total)),
                 start_offsets=start,
             )
-            task.restore_metadata(self.consumer.committed_metadata([TopicPartition(*tp) for tp in tps]))
+            task_tps = [TopicPartition(*tp) for tp in tps]
+            task.restore_metadata(self._read_group(self.consumer.committed_metadata, task_tps))
             task.initialize()
         except BaseException:
             # the task never joined self.tasks: close its stores here, then fail the thread
@@ -160,12 +166,24 @@ class TaskManager:
     def add_task(self, task: StreamTask, tps: Any) -> None:
         # lag and idleness count from where the group committed, not from the partition's start
         task_tps = [TopicPartition(*tp) for tp in tps]
-        task.set_start_offsets(
-            {tp: off for tp, off in self.consumer.committed(task_tps).items() if off is not None}
-        )
+        committed = self._read_group(self.consumer.committed, task_tps)
+        task.set_start_offsets({tp: off for tp, off in committed.items() if off is not None})
         self.tasks[task.task_id] = task
         for tp in task_tps:
             self._by_partition[tp] = task
+
+    def _read_group(self, read: Callable[[list[TopicPartition]], _T], tps: list[TopicPartition]) -> _T:
+        """``read(tps)`` from the group's committed offsets, retried up to ``task_timeout_ms`` while the broker
+        does not answer in time (Kafka Streams' task.timeout.ms, KIP-572): right after a broker restart the
+        offsets stay unstable until a transaction a previous run left open has been aborted."""
+        deadline = time.monotonic() + self.config.task_timeout_ms / 1000
+        while True:
+            try:
+                return read(tps)
+            except BrokerUnavailableError as e:
+                if time.monotonic() >= deadline or self._stopping():
+                    raise
+                log.warning("%s; trying again (task_timeout_ms=%d)", e, self.config.task_timeout_ms)
 
     def write_checkpoint(self, task: StreamTask) -> None:
         changelogs = task.persistent_changelogs()
