@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kstream_nb.cluster.base import Admin
@@ -35,20 +34,9 @@ class RecordCollector(Protocol):
     def partition_count(self, topic: str) -> int: ...
 
 
-class RecordByRecordCollector(ABC):
+class RecordByRecordCollector(RecordCollector):
     """A collector that takes records one at a time (test driver, backtest): a columnar batch is sent row by
     row, serialized with the batch's serdes."""
-
-    @abstractmethod
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None: ...
 
     def send_columnar(self, topic: str, batch: ColumnarBatch, partition: int) -> None:
         for i, value in enumerate(batch.values.to_dict("records")):
