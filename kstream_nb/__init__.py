@@ -8,7 +8,8 @@ from types import ModuleType as _ModuleType
 
 from kstream_nb.cluster.export import export_topic
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.cluster.serdes import Serde, Serdes
+from kstream_nb.cluster.serde_specs import Serdes
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
 from kstream_nb.dsl.cogrouped import CogroupedKStream

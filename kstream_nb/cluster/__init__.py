@@ -25,6 +25,7 @@ from kstream_nb.cluster.records import (
     ProducerRecord,
     TopicPartition,
 )
+from kstream_nb.cluster.serde_specs import Serdes, serde_from
 from kstream_nb.cluster.serdes import (
     BytesSerde,
     DoubleSerde,
@@ -34,10 +35,9 @@ from kstream_nb.cluster.serdes import (
     JsonSerde,
     LongSerde,
     Serde,
-    Serdes,
     ShortSerde,
+    StringOrJsonSerde,
     StringSerde,
-    serde_from,
 )
 from kstream_nb.cluster.topic_io import produce, read_topic
 
@@ -66,6 +66,7 @@ __all__ = [
     "Serde",
     "Serdes",
     "ShortSerde",
+    "StringOrJsonSerde",
     "StringSerde",
     "Subscription",
     "TopicDescription",

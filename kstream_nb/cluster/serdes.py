@@ -6,7 +6,7 @@ import datetime as _dt
 import functools
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -50,6 +50,12 @@ class Serde(ABC):
         so a serde may return them without trimming its buffer.
         """
         return functools.partial(self.serialize, topic)
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+        """The serde as an app or call uses it for keys (``is_key``) or values, given the app's settings
+        (Kafka's ``Serde.configure``): a Schema Registry serde binds its registry there. Returns a serde
+        (``self`` when there is nothing to bind), never changes ``self``."""
+        return self
 
     @staticmethod
     def of(serialize: Callable[[Any], bytes | None], deserialize: Callable[[bytes], Any]) -> FunctionSerde:
@@ -297,75 +303,52 @@ class FunctionSerde(Serde):
         return f"FunctionSerde({self.serialize_fn!r}, {self.deserialize_fn!r})"
 
 
-_BY_NAME: dict[str, type[Serde]] = {
-    "json": JsonSerde,
-    "string": StringSerde,
-    "str": StringSerde,
-    "bytes": BytesSerde,
-    "short": ShortSerde,
-    "int": IntegerSerde,
-    "integer": IntegerSerde,
-    "long": LongSerde,
-    "float": FloatSerde,
-    "double": DoubleSerde,
-}
-
-SerdeSpec = Serde | type[Serde] | str
+#: first bytes of the JSON numbers and booleans (``null`` is left out: a None key is a Kafka null)
+_JSON_SCALAR_START = frozenset(b"-0123456789tf")
 
 
-def serde_from(spec: SerdeSpec) -> Serde:
-    """Resolves a Serde instance, a Serde class, or a name like ``"json"``/``"long"`` to a Serde."""
-    if isinstance(spec, Serde):
-        return spec
-    if isinstance(spec, type) and issubclass(spec, Serde) and spec is not FunctionSerde:
-        return spec()
-    if isinstance(spec, str) and spec.strip().lower() in _BY_NAME:
-        return _BY_NAME[spec.strip().lower()]()
-    raise ValueError(
-        f"unknown serde {spec!r}: use a Serde instance or class, Serde.of(ser, deser), or one of "
-        + ", ".join(repr(name) for name in _BY_NAME)
-    )
+class StringOrJsonSerde(Serde):
+    """The default key serde: a ``str`` as its UTF-8 bytes (Java's StringSerializer), bytes as they are, any
+    other key as JSON, so Java producers and kstream_nb put the same String key in the same partition.
 
+    Reading back: JSON objects and arrays, JSON strings (``"..."``, the format of keys before this serde) and
+    numbers or booleans written exactly as JSON writes them (``12``, ``1.5``, ``true``, not ``012`` or ``1.50``)
+    come back as those values; other UTF-8 bytes as ``str``; the rest as ``bytes``. So a ``str`` key that
+    reads as a number (``"12"``) comes back as the number, with the same bytes: key such topics with
+    ``key_serde="string"`` to keep strings.
+    """
 
-class Serdes:
-    """Factory of the built-in serdes, mirroring Java's ``Serdes`` (``Serdes.long()``, ...)."""
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        if type(data) is str:
+            return data.encode("utf-8")
+        if isinstance(data, bytes | bytearray | memoryview):
+            return bytes(data)
+        try:
+            return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            raise _ser_error(self, topic, data, exc) from exc
 
-    @staticmethod
-    def json() -> Serde:
-        return JsonSerde()
-
-    @staticmethod
-    def string() -> Serde:
-        return StringSerde()
-
-    @staticmethod
-    def bytes() -> Serde:
-        return BytesSerde()
-
-    @staticmethod
-    def byte_array() -> Serde:
-        return BytesSerde()
-
-    @staticmethod
-    def short() -> Serde:
-        return ShortSerde()
-
-    @staticmethod
-    def integer() -> Serde:
-        return IntegerSerde()
-
-    @staticmethod
-    def long() -> Serde:
-        return LongSerde()
-
-    @staticmethod
-    def float() -> Serde:
-        return FloatSerde()
-
-    @staticmethod
-    def double() -> Serde:
-        return DoubleSerde()
-
-    @staticmethod
-    def of(serialize: Callable[[Any], Any], deserialize: Callable[[Any], Any]) -> Serde:
-        return FunctionSerde(serialize, deserialize)
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if not data:
+            return ""
+        first = data[0]
+        if first in b'{["':
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError:
+                pass
+        elif first in _JSON_SCALAR_START:
+            try:
+                value = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                value = None
+            if value is not None and orjson.dumps(value) == data:
+                return value
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(data)

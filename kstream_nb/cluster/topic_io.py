@@ -15,7 +15,8 @@ from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory_log import now_ms
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, ConsumerRecord, Headers, TopicPartition, normalize_headers
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import DeserializationError, SerializationError, StreamsError, UnknownTopicError
 
 RESERVED_COLUMNS = ("key", "timestamp", "partition", "headers")
@@ -32,7 +33,7 @@ def produce(
     bootstrap_servers: str = "memory://",
     partitions: int = 1,
     timestamps: Timestamps = None,
-    key_serde: SerdeSpec = "json",
+    key_serde: SerdeSpec = "string_or_json",
     value_serde: SerdeSpec = "json",
     headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
     client_config: Mapping[str, Any] | None = None,
@@ -223,7 +224,7 @@ def _target_partitions(topic: str, frame: pd.DataFrame, keys: list[Any], count: 
 def read_topic(
     topic: str,
     bootstrap_servers: str = "memory://",
-    key_serde: SerdeSpec = "json",
+    key_serde: SerdeSpec = "string_or_json",
     value_serde: SerdeSpec = "json",
     from_beginning: bool = True,
     max_records: int | None = None,

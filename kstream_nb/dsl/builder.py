@@ -120,6 +120,6 @@ class StreamsBuilder:
 
 
 def _serde(spec: Any) -> Any:
-    from kstream_nb.cluster.serdes import serde_from
+    from kstream_nb.cluster.serde_specs import serde_from
 
     return None if spec is None else serde_from(spec)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.cluster.serdes import JsonSerde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import JsonSerde, StringOrJsonSerde
 from kstream_nb.dsl.functions import check_callable, takes_key
 from kstream_nb.processor.fk_join import (
     ForeignTableJoin,
@@ -62,7 +63,7 @@ def foreign_key_join(left: KTable, right: KTable, foreign_key_extractor: Callabl
     subscription_store = nodes["subscription_store"]
 
     hasher = ValueHasher(serde_from(left.value_serde) if left.value_serde is not None else None)
-    primary_key_serde = serde_from(left.key_serde) if left.key_serde is not None else JsonSerde()
+    primary_key_serde = serde_from(left.key_serde) if left.key_serde is not None else StringOrJsonSerde()
     foreign_value_serde = serde_from(right.value_serde) if right.value_serde is not None else JsonSerde()
     subscription_serde = SubscriptionWrapperSerde(primary_key_serde)
     response_serde = SubscriptionResponseSerde(foreign_value_serde)

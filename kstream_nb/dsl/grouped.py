@@ -132,7 +132,8 @@ class KGroupedTable:
         self.name = name
 
     def _aggregate(self, prefix: str, make: Callable[[str], Any], store: str | None, value_serde: Any) -> KTable:
-        from kstream_nb.cluster.serdes import JsonSerde, serde_from
+        from kstream_nb.cluster.serde_specs import serde_from
+        from kstream_nb.cluster.serdes import JsonSerde
 
         builder, topology = self._builder, self._builder.topology
         # Kafka's KGroupedTableImpl: the store (KTABLE-AGGREGATE-STATE-STORE, reduce too), the repartition's sink

@@ -248,7 +248,7 @@ class KStream:
 
     @staticmethod
     def _builder_serde(spec: Any) -> Any:
-        from kstream_nb.cluster.serdes import serde_from
+        from kstream_nb.cluster.serde_specs import serde_from
 
         return None if spec is None else serde_from(spec)
 

@@ -7,7 +7,8 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import to_millis
 from kstream_nb.processor.timestamps import TimestampExtractor, timestamp_extractor_from
 
@@ -26,7 +27,7 @@ class StreamsConfig:
     num_stream_threads: int = 1
     commit_interval_ms: int = 30_000
     processing_guarantee: str = AT_LEAST_ONCE
-    default_key_serde: Serde = field(default_factory=lambda: serde_from("json"))
+    default_key_serde: Serde = field(default_factory=lambda: serde_from("string_or_json"))
     default_value_serde: Serde = field(default_factory=lambda: serde_from("json"))
     default_timestamp_extractor: TimestampExtractor = field(default_factory=lambda: timestamp_extractor_from(None))
     default_deserialization_exception_handler: str = "fail"

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream_nb.cluster.records import ConsumerRecord, FetchedBatch, Headers
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import to_millis
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
 from kstream_nb.runtime.config import StreamsConfig

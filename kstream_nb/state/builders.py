@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import Duration
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.caching import CachingKeyValueStore
@@ -179,7 +180,7 @@ class StoreBuilder(ABC):
     ) -> tuple[Serde, Serde]:
         """The store's key and value serdes."""
         return (
-            serde_from(_first(self.key_serde, default_key_serde, "json")),
+            serde_from(_first(self.key_serde, default_key_serde, "string_or_json")),
             serde_from(_first(self.value_serde, default_value_serde, "json")),
         )
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from rocksdict import Options, Rdict
 
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.store import (
     KeyValue,
@@ -50,7 +51,7 @@ class RocksDBStore:
 
     def _setup_db(self) -> None:
         self._db: Rdict | None = None
-        self._key_serde: Serde = serde_from("json")
+        self._key_serde: Serde = serde_from("string_or_json")
         self._value_serde: Serde = serde_from("json")
         self.path: Path | None = None
 

@@ -18,7 +18,8 @@ from typing import Any, cast
 
 from rocksdict import Options, Rdict
 
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.dsl_window_store import DslSessionStore, DslWindowStore
 from kstream_nb.state.rocksdb import decode_value, encode_value
@@ -151,7 +152,7 @@ class _RocksDBTimeStore:
         self.segment_interval_ms = max(retention_ms // 2, _MIN_SEGMENT_INTERVAL_MS)
         self.segments: Segments | None = None
         self.path: Path | None = None
-        self._key_serde: Serde = serde_from("json")
+        self._key_serde: Serde = serde_from("string_or_json")
         self._value_serde: Serde = serde_from("json")
         self._timestamped = False
         self._live_from = -(2**63)

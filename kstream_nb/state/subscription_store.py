@@ -10,7 +10,8 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from typing import Any
 
-from kstream_nb.cluster.serdes import Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import SerializationError
 from kstream_nb.state.builders import KeyValueStoreBuilder
 from kstream_nb.state.memory import InMemoryKeyValueStore
@@ -140,7 +141,7 @@ class SubscriptionStoreBuilder(KeyValueStoreBuilder):
         self, default_key_serde: SerdeSpec | None, default_value_serde: SerdeSpec | None
     ) -> tuple[Serde, Serde]:
         """The changelog's serdes: combined ``(fk, pk)`` keys and ``(hash, partition)`` values."""
-        default = default_key_serde if default_key_serde is not None else "json"
+        default = default_key_serde if default_key_serde is not None else "string_or_json"
         fk = serde_from(self.foreign_key_serde if self.foreign_key_serde is not None else default)
         pk = serde_from(self.primary_key_serde if self.primary_key_serde is not None else default)
         return CombinedKeySerde(fk, pk), SubscriptionStateSerde()

@@ -13,7 +13,8 @@ import struct
 from typing import Any, NamedTuple
 
 from kstream_nb.cluster.records import Headers
-from kstream_nb.cluster.serdes import JoinedSerializers, Serde, SerdeSpec, serde_from
+from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
+from kstream_nb.cluster.serdes import JoinedSerializers, Serde
 from kstream_nb.errors import IllegalStateError, SerializationError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.change_serde import ChangeSerde
@@ -181,7 +182,7 @@ class SuppressionBufferBuilder(StoreBuilder):
         self, default_key_serde: SerdeSpec | None, default_value_serde: SerdeSpec | None
     ) -> tuple[Serde, Serde]:
         return (
-            serde_from(self.key_serde or default_key_serde or "json"),
+            serde_from(self.key_serde or default_key_serde or "string_or_json"),
             serde_from(self.value_serde or default_value_serde or "json"),
         )
 

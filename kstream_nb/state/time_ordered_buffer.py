@@ -14,7 +14,8 @@ from bisect import insort
 from typing import Any, NamedTuple
 
 from kstream_nb.cluster.records import Headers
-from kstream_nb.cluster.serdes import Serde, SerdeSpec
+from kstream_nb.cluster.serde_specs import SerdeSpec
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import SerializationError
 from kstream_nb.state.builders import StoreBuilder
 from kstream_nb.state.record_headers import decode_headers, header_parts

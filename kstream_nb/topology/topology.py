@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor.api import ProcessorSupplier
 from kstream_nb.processor.node import ProcessorNode, SourceNode

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import kstream_nb as ks
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.state.builders import Stores

@@ -40,7 +40,7 @@ import pytest
 import kstream_nb as ks
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.state import VersionedRecord
 from tests.conformance.harness import CaseGraph, check, run_case
 from tests.conformance.test_conformance import CASES

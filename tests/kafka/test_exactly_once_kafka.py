@@ -44,7 +44,7 @@ from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import TopicPartition
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from tests.kafka.wordcount_instance import GRACE_MS, WINDOW_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -16,7 +16,7 @@ from kstream_nb.cluster.kafka_config import config_for
 from kstream_nb.cluster.kafka_consumer import KafkaConsumer
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, TopicPartition
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import IllegalStateError, SerializationError, StreamsError, UnknownTopicError
 from kstream_nb.runtime.record_collector import ProducerCollector
 

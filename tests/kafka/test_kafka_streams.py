@@ -20,7 +20,7 @@ from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import InvalidStateStoreError
 from kstream_nb.processor.windows import TimeWindows
 from tests.helpers import wait_for

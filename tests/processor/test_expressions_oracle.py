@@ -48,7 +48,8 @@ import pytest
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.cluster.records import ColumnarBatch, FetchedBatch
-from kstream_nb.cluster.serdes import FunctionSerde, Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import FunctionSerde, Serde
 from kstream_nb.dsl.kstream import KStream
 from kstream_nb.processor import node as node_module
 

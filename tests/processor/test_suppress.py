@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import SerializationError, StreamsError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.suppress import BufferConfig, until_time_limit, until_window_closes

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from kstream_nb.cluster.serdes import Serde, serde_from
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.state.caching import ThreadCache
 from kstream_nb.state.store import StateStore
 

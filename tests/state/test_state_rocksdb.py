@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import kstream_nb as ks
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.state.builders import Stores
 from kstream_nb.state.rocksdb import RocksDBKeyValueStore
 from kstream_nb.state.store import ValueAndTimestamp

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rocksdict import Options, Rdict
 
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import StreamsError
 from kstream_nb.state.builders import SessionStoreBuilder, Stores, WindowStoreBuilder
 from kstream_nb.state.caching import caching_layer

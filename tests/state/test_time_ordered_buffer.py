@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.state.time_ordered_buffer import (
     BufferedRecord,
     TimeOrderedJoinBuffer,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kstream_nb.cluster.serdes import serde_from
+from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.state.builders import Stores, changelog_topic_config
 from kstream_nb.state.suppliers import VersionedKeyValueStoreSupplier
