@@ -11,6 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from kstream_nb.cluster.serde_specs import Serdes, serde_from
 from kstream_nb.cluster.serdes import (
     BytesSerde,
     DoubleSerde,
@@ -20,10 +21,8 @@ from kstream_nb.cluster.serdes import (
     JsonSerde,
     LongSerde,
     Serde,
-    Serdes,
     ShortSerde,
     StringSerde,
-    serde_from,
 )
 from kstream_nb.errors import SerializationError
 
