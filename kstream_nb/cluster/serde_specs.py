@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kstream_nb.cluster.auto_serde import AutoSerde
 from kstream_nb.cluster.serdes import (
     BytesSerde,
     DoubleSerde,
@@ -31,6 +32,7 @@ _BY_NAME: dict[str, type[Serde]] = {
     "long": LongSerde,
     "float": FloatSerde,
     "double": DoubleSerde,
+    "auto": AutoSerde,
 }
 
 SerdeSpec = Serde | type[Serde] | str
@@ -92,6 +94,11 @@ class Serdes:
     @staticmethod
     def double() -> Serde:
         return DoubleSerde()
+
+    @staticmethod
+    def auto() -> Serde:
+        """Guesses each record's format, for reading only (``AutoSerde``)."""
+        return AutoSerde()
 
     @staticmethod
     def of(serialize: Callable[[Any], Any], deserialize: Callable[[Any], Any]) -> Serde:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kstream_nb.cluster.auto_serde import refuse_auto_source
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import TopologyError
@@ -127,7 +128,9 @@ class Topology:
                     f"topic(s) {sorted(set(node.topics) & set(topics))} already read by source {node.name!r}"
                 )
         extractor = None if timestamp_extractor is None else timestamp_extractor_from(timestamp_extractor)
-        self._add(SourceSpec(name, tuple(topics), _serde(key_serde), _serde(value_serde), extractor))
+        key, value = _serde(key_serde), _serde(value_serde)
+        refuse_auto_source(", ".join(topics), key, value)
+        self._add(SourceSpec(name, tuple(topics), key, value, extractor))
         return self
 
     def add_processor(
@@ -183,7 +186,9 @@ class Topology:
         """A global store: a full copy on every instance of ``topic``'s latest value per key."""
         if builder.name in self._stores or builder.name in self._global_stores:
             raise TopologyError(f"state store {builder.name!r} is already added")
-        self._global_stores[builder.name] = GlobalStoreSpec(builder, topic, _serde(key_serde), _serde(value_serde))
+        key, value = _serde(key_serde), _serde(value_serde)
+        refuse_auto_source(topic, key, value)
+        self._global_stores[builder.name] = GlobalStoreSpec(builder, topic, key, value)
         return self
 
     @property
