@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kstream_nb.cluster.auto_serde import AutoSerde
+from kstream_nb.cluster.registry_serdes import AvroSerde, JsonSchemaSerde, ProtobufSerde
 from kstream_nb.cluster.serdes import (
     BytesSerde,
     DoubleSerde,
@@ -33,6 +34,11 @@ _BY_NAME: dict[str, type[Serde]] = {
     "float": FloatSerde,
     "double": DoubleSerde,
     "auto": AutoSerde,
+    # Schema Registry formats: by name they read any record (its schema id is looked up); writing needs the
+    # writer's schema: Serdes.avro(schema), Serdes.protobuf(message_class), Serdes.json_schema(schema)
+    "avro": AvroSerde,
+    "protobuf": ProtobufSerde,
+    "jsonschema": JsonSchemaSerde,
 }
 
 SerdeSpec = Serde | type[Serde] | str
@@ -99,6 +105,27 @@ class Serdes:
     def auto() -> Serde:
         """Guesses each record's format, for reading only (``AutoSerde``)."""
         return AutoSerde()
+
+    @staticmethod
+    def avro(
+        schema: str | Mapping[str, Any] | None = None, subject_name_strategy: str = "topic", **options: Any
+    ) -> Serde:
+        """Avro with Schema Registry: ``schema`` is the writer's (options: ``reader_schema``, ...)."""
+        return AvroSerde(schema, subject_name_strategy, **options)
+
+    @staticmethod
+    def protobuf(
+        message_class: type[Any] | None = None, subject_name_strategy: str = "topic", **options: Any
+    ) -> Serde:
+        """Protobuf with Schema Registry: ``message_class`` is the writer's (options: ``as_messages``, ...)."""
+        return ProtobufSerde(message_class, subject_name_strategy, **options)
+
+    @staticmethod
+    def json_schema(
+        schema: str | Mapping[str, Any] | None = None, subject_name_strategy: str = "topic", **options: Any
+    ) -> Serde:
+        """JSON Schema with Schema Registry: ``schema`` is the writer's."""
+        return JsonSchemaSerde(schema, subject_name_strategy, **options)
 
     @staticmethod
     def of(serialize: Callable[[Any], Any], deserialize: Callable[[Any], Any]) -> Serde:
