@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.memory import MEMORY_SCHEME, MemoryCluster, get_cluster
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import SerializationError
 
 if TYPE_CHECKING:
@@ -109,3 +110,9 @@ def _new_client(conf: dict[str, Any]) -> SchemaRegistryClient:
         return SchemaRegistryClient.new_client(conf)
     except (ValueError, TypeError) as exc:
         raise SchemaRegistryError(f"Schema Registry {conf.get('url')!r}: {exc}", conf.get("url")) from exc
+
+
+def configure_serde(serde: Serde, configs: Mapping[str, Any] | None, is_key: bool) -> Serde:
+    """``serde`` as an app or call uses it for keys or values (``Serde.configure`` with its settings); the
+    one step every place that builds an app's serdes takes (sources, sinks, stores, global tables, ks.produce)."""
+    return serde if configs is None else serde.configure(configs, is_key)

@@ -15,6 +15,7 @@ from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory_log import now_ms
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, ConsumerRecord, Headers, TopicPartition, normalize_headers
+from kstream_nb.cluster.schema_registry import configure_serde, registry_configs
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import DeserializationError, SerializationError, StreamsError, UnknownTopicError
@@ -37,6 +38,8 @@ def produce(
     value_serde: SerdeSpec = "json",
     headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
     client_config: Mapping[str, Any] | None = None,
+    schema_registry_url: str | None = None,
+    schema_registry_config: Mapping[str, Any] | None = None,
 ) -> int:
     """Writes records to ``topic`` (created with ``partitions`` if missing); returns how many were written.
 
@@ -45,9 +48,12 @@ def produce(
     non-reserved columns are the fields of dict values, stored as columnar batches.
     ``timestamps``: one int ms per record, or a start ms (record i gets start + i).
     ``client_config``: Kafka client settings (``security.protocol``, ``sasl.*``...) for a Kafka cluster.
+    ``schema_registry_url`` / ``schema_registry_config``: the Schema Registry of ``"avro"``, ``"protobuf"`` and
+    ``"jsonschema"`` serdes and its client settings (confluent-kafka's names: ``basic.auth.user.info``...);
+    on ``memory://`` the embedded registry by default.
     """
     cluster = connect(bootstrap_servers, client_config)
-    kser, vser = serde_from(key_serde), serde_from(value_serde)
+    kser, vser = _serdes(bootstrap_servers, key_serde, value_serde, schema_registry_url, schema_registry_config)
     admin = cluster.admin()
     admin.create_topics([TopicSpec(topic, partitions)], exist_ok=True)
     count = admin.partition_count(topic)
@@ -63,6 +69,19 @@ def produce(
     finally:
         producer.flush()
         producer.close()
+
+
+def _serdes(
+    bootstrap_servers: str,
+    key_serde: SerdeSpec,
+    value_serde: SerdeSpec,
+    schema_registry_url: str | None,
+    schema_registry_config: Mapping[str, Any] | None,
+) -> tuple[Serde, Serde]:
+    """A call's key and value serdes, configured with its cluster and Schema Registry."""
+    configs = registry_configs(bootstrap_servers, schema_registry_url, schema_registry_config)
+    key = configure_serde(serde_from(key_serde), configs, True)
+    return key, configure_serde(serde_from(value_serde), configs, False)
 
 
 def _timestamp_list(timestamps: Timestamps, n: int) -> Sequence[int | None]:
@@ -230,6 +249,8 @@ def read_topic(
     max_records: int | None = None,
     client_config: Mapping[str, Any] | None = None,
     isolation_level: str = "read_committed",
+    schema_registry_url: str | None = None,
+    schema_registry_config: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
 
@@ -239,13 +260,15 @@ def read_topic(
     ``isolation_level``: ``"read_committed"`` (default) shows only committed transactions (what exactly-once
     apps wrote and committed); ``"read_uncommitted"`` also shows open ones. The embedded cluster has no
     transactions: both read everything.
+    ``schema_registry_url`` / ``schema_registry_config``: where ``"avro"``, ``"protobuf"`` and ``"jsonschema"``
+    serdes look up the records' schema ids (on ``memory://`` the embedded registry by default).
     """
     if isolation_level not in ("read_committed", "read_uncommitted"):
         raise ValueError(
             f"isolation_level must be 'read_committed' or 'read_uncommitted', got {isolation_level!r}"
         )
     cluster = connect(bootstrap_servers, client_config)
-    kser, vser = serde_from(key_serde), serde_from(value_serde)
+    kser, vser = _serdes(bootstrap_servers, key_serde, value_serde, schema_registry_url, schema_registry_config)
     admin = cluster.admin()
     count = admin.partition_count(topic)
     if count is None:

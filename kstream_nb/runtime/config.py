@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from kstream_nb.cluster.schema_registry import registry_configs
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import to_millis
@@ -57,6 +58,10 @@ class StreamsConfig:
     #: first value; never lowered, put back when they stop; 0 leaves it alone): see runtime/gc_threshold.py
     python_gc_threshold: int = 50_000
     client_config: dict[str, Any] = field(default_factory=dict)
+    #: the Schema Registry of the app's "avro"/"protobuf"/"jsonschema" serdes (None: on memory:// the embedded one)
+    schema_registry_url: str | None = None
+    #: the registry client's own settings, as confluent-kafka names them (basic.auth.user.info, ssl.*, ...)
+    schema_registry_config: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, **settings: Any) -> StreamsConfig:
@@ -85,6 +90,10 @@ class StreamsConfig:
         config = cls(**settings)
         config.validate()
         return config
+
+    def serde_configs(self) -> dict[str, Any]:
+        """What each serde of the app is configured with (``Serde.configure``): the cluster and the registry."""
+        return registry_configs(self.bootstrap_servers, self.schema_registry_url, self.schema_registry_config)
 
     def validate(self) -> None:
         if not isinstance(self.application_id, str) or not self.application_id:
@@ -116,5 +125,6 @@ class StreamsConfig:
             raise ValueError(f"python_gc_threshold must be an int >= 0, got {self.python_gc_threshold!r}")
         if self.dead_letter_topic is None:
             self.dead_letter_topic = f"{self.application_id}-dlq"
+        self.serde_configs()  # a bad schema_registry_url or schema_registry_config setting fails here
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

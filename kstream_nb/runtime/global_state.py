@@ -14,6 +14,8 @@ from typing import Any
 
 from kstream_nb.cluster.base import Cluster
 from kstream_nb.cluster.records import FetchedBatch, TopicPartition
+from kstream_nb.cluster.schema_registry import configure_serde
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import MissingSourceTopicError, ProcessingError
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.state.store import StateStore
@@ -53,12 +55,20 @@ class GlobalStores:
         #: records skipped for a null key (Kafka's KTableSource of a global table counts them as dropped)
         self.dropped_total = 0
         self._by_topic: dict[str, tuple[GlobalStoreSpec, StateStore]] = {}
+        self._serdes: dict[str, tuple[Serde, Serde]] = {}
         context = _GlobalContext(config)
+        serde_configs = config.serde_configs()
         for name, spec in self.specs.items():
-            store = spec.builder.build(config.default_key_serde, config.default_value_serde)
+            store = spec.builder.build(
+                config.default_key_serde, config.default_value_serde, None, False, serde_configs
+            )
             store.init(context)
             self.stores[name] = store
             self._by_topic[spec.topic] = (spec, store)
+            self._serdes[spec.topic] = (
+                configure_serde(spec.key_serde or config.default_key_serde, serde_configs, True),
+                configure_serde(spec.value_serde or config.default_value_serde, serde_configs, False),
+            )
 
     @property
     def topics(self) -> list[str]:
@@ -68,8 +78,7 @@ class GlobalStores:
         """Upserts a batch of records into the topic's global store (null value deletes; null key: dropped and
         counted)."""
         spec, store = self._by_topic[batch.topic]
-        key_serde = spec.key_serde or self.config.default_key_serde
-        value_serde = spec.value_serde or self.config.default_value_serde
+        key_serde, value_serde = self._serdes[batch.topic]
         for r in batch.records:
             try:
                 key = key_serde.deserialize(r.topic, r.key)

@@ -83,11 +83,13 @@ class StreamTask:
         self._committed: dict[TopicPartition, int] = {}
         self._stream_punctuations = PunctuationQueue()
         self._wall_punctuations = PunctuationQueue()
+        serde_configs = config.serde_configs()
         graph = topology.build_task_graph(
             subtopology,
             config.default_key_serde,
             config.default_value_serde,
             config.default_timestamp_extractor,
+            serde_configs,
         )
         self.sources: dict[str, SourceNode] = {self.resolve_topic(t): n for t, n in graph.sources.items()}
         self.nodes: list[ProcessorNode] = graph.nodes
@@ -106,7 +108,11 @@ class StreamTask:
         self.cache = cache
         for builder in graph.stores:
             store = builder.build(
-                config.default_key_serde, config.default_value_serde, config.default_dsl_store, cache.max_bytes > 0
+                config.default_key_serde,
+                config.default_value_serde,
+                config.default_dsl_store,
+                cache.max_bytes > 0,
+                serde_configs,
             )
             store.init(self)
         self._closed = False

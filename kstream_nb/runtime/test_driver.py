@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream_nb.cluster.records import ConsumerRecord, FetchedBatch, Headers
+from kstream_nb.cluster.schema_registry import configure_serde
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import to_millis
@@ -186,9 +187,13 @@ class TopologyTestDriver:
         return TestOutputTopic(self, name, self._serde(key_serde, True), self._serde(value_serde, False))
 
     def _serde(self, spec: Any, key: bool) -> Serde:
+        """A test topic's serde (the app's default if None), configured as the app's are: a registry serde
+        uses the app's ``schema_registry_url``, else the embedded registry of its ``memory://`` cluster."""
         if spec is not None:
-            return serde_from(spec)
-        return self.config.default_key_serde if key else self.config.default_value_serde
+            serde = serde_from(spec)
+        else:
+            serde = self.config.default_key_serde if key else self.config.default_value_serde
+        return configure_serde(serde, self.config.serde_configs(), key)
 
     def produced_topic_names(self) -> list[str]:
         return sorted(self._outputs)

@@ -9,9 +9,10 @@ which backend and which layers it has.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from kstream_nb.cluster.schema_registry import configure_serde
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import Duration
@@ -63,6 +64,7 @@ class StoreFactory(Protocol):
         default_value_serde: Any = None,
         dsl_store: str | None = None,
         caching: bool = False,
+        serde_configs: Mapping[str, Any] | None = None,
     ) -> Any: ...
 
 
@@ -156,15 +158,20 @@ class StoreBuilder(ABC):
         default_value_serde: SerdeSpec | None = None,
         dsl_store: str | None = None,
         caching: bool = False,
+        serde_configs: Mapping[str, Any] | None = None,
     ) -> Any:
         """A new stack: metered -> caching (if enabled) -> change-logging (if enabled) -> backend.
 
-        Serdes left None on the builder fall back to the given defaults, then JSON. ``dsl_store="rocksdb"``
+        Serdes left None on the builder fall back to the given defaults, then JSON; they are configured with
+        ``serde_configs`` (the app's settings: its Schema Registry), as Kafka Streams configures a store's
+        serdes with the app's configs. ``dsl_store="rocksdb"``
         makes a DSL store persistent (the app's ``default_dsl_store``). ``caching`` says whether the task's
         stream thread has a record cache (a budget above 0): with it and caching enabled, a caching layer is
         built, which takes its part of that cache from the context at ``init``; else none.
         """
         key_serde, value_serde = self._serdes(default_key_serde, default_value_serde)
+        key_serde = configure_serde(key_serde, serde_configs, True)
+        value_serde = configure_serde(value_serde, serde_configs, False)
         backend, metrics_scope = self._backend(
             dsl_store if self.follows_dsl_store else None, key_serde, value_serde
         )

@@ -6,11 +6,12 @@ sub-topology per task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.auto_serde import refuse_auto_source
+from kstream_nb.cluster.schema_registry import configure_serde
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import TopologyError
@@ -353,8 +354,17 @@ class Topology:
         default_key_serde: Serde,
         default_value_serde: Serde,
         default_timestamp_extractor: TimestampExtractor,
+        serde_configs: Mapping[str, Any] | None = None,
     ) -> TaskGraph:
-        """Fresh processor instances for one task of ``subtopology``, wired parent -> children."""
+        """Fresh processor instances for one task of ``subtopology``, wired parent -> children; sources' and
+        sinks' serdes configured with ``serde_configs`` (the app's settings: its Schema Registry)."""
+
+        def keys(serde: Serde | None) -> Serde:
+            return configure_serde(serde or default_key_serde, serde_configs, True)
+
+        def values(serde: Serde | None) -> Serde:
+            return configure_serde(serde or default_value_serde, serde_configs, False)
+
         nodes: dict[str, ProcessorNode] = {}
         sources: dict[str, SourceNode] = {}
         for name in subtopology.nodes:
@@ -363,8 +373,8 @@ class Topology:
                 node: ProcessorNode = SourceNode(
                     name,
                     spec.topics,
-                    spec.key_serde or default_key_serde,
-                    spec.value_serde or default_value_serde,
+                    keys(spec.key_serde),
+                    values(spec.value_serde),
                     spec.timestamp_extractor or default_timestamp_extractor,
                 )
                 for topic in spec.topics:
@@ -374,8 +384,8 @@ class Topology:
                     name,
                     SinkProcessor(
                         spec.topic,
-                        spec.key_serde or default_key_serde,
-                        spec.value_serde or default_value_serde,
+                        keys(spec.key_serde),
+                        values(spec.value_serde),
                         spec.partitioner,
                     ),
                 )
@@ -384,8 +394,8 @@ class Topology:
                     name,
                     TopicExtractorSink(
                         spec.topic_extractor,
-                        spec.key_serde or default_key_serde,
-                        spec.value_serde or default_value_serde,
+                        keys(spec.key_serde),
+                        values(spec.value_serde),
                         spec.partitioner,
                     ),
                 )

@@ -170,7 +170,7 @@ def test_serde_from() -> None:
     serde = LongSerde()
     assert serde_from(serde) is serde
     with pytest.raises(ValueError, match=r"'json'.*'double'"):
-        serde_from("avro")
+        serde_from("thrift")
 
 
 def test_serdes_namespace() -> None:
