@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
 
 import kstream_nb as ks
 from kstream_nb.cluster.auto_serde import AutoSerde, RawBytes
 from kstream_nb.cluster.base import TopicSpec
 from kstream_nb.cluster.memory import get_cluster
+from kstream_nb.cluster.registry_serdes import AvroSerde, JsonSchemaSerde, ProtobufSerde
+from kstream_nb.cluster.schema_registry import SchemaRegistryError, registry_configs
 from kstream_nb.cluster.serde_specs import Serdes, serde_from
 from kstream_nb.cluster.serdes import DoubleSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde
 from kstream_nb.cluster.topic_io import read_topic
@@ -162,3 +167,87 @@ def test_apps_refuse_auto_for_their_sources() -> None:
         builder.global_table("countries", key_serde="auto")
     with pytest.raises(TopologyError, match="source topic 'a, b': value_serde='auto'"):
         Topology().add_source("src", "a", "b", value_serde=AutoSerde)
+
+
+def _reading_class() -> type[Any]:
+    """A Protobuf message class ``autotest.Reading {string sensor = 1; double celsius = 2;}``, built as protoc's
+    generated code builds it (a file descriptor in a pool)."""
+    types = label = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="autotest_reading.proto", package="autotest", syntax="proto3")
+    message = proto.message_type.add(name="Reading")
+    message.field.add(name="sensor", number=1, type=types.TYPE_STRING, label=label.LABEL_OPTIONAL)
+    message.field.add(name="celsius", number=2, type=types.TYPE_DOUBLE, label=label.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return GetMessageClass(pool.FindMessageTypeByName("autotest.Reading"))
+
+
+CLICK = {
+    "type": "record",
+    "name": "Click",
+    "fields": [{"name": "page", "type": "string"}, {"name": "n", "type": "int"}],
+}
+PERSON = {"title": "Person", "type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def test_registry_records_decode_among_other_formats(bootstrap: str) -> None:
+    """Avro, Protobuf and JSON Schema records in Confluent's wire format, through the embedded registry, mixed
+    record by record with plain formats; a wire-format record the registry cannot decode shows its bytes."""
+    configs = registry_configs(bootstrap)
+    avro = AvroSerde(CLICK).configure(configs, False)
+    avro_int = AvroSerde('"int"').configure(configs, False)
+    reading = _reading_class()
+    proto = ProtobufSerde(reading).configure(configs, False)
+    person = JsonSchemaSerde(PERSON).configure(configs, False)
+    int_record = avro_int.serialize("mixed", 100_000)  # an Avro int key: 8 bytes in all, like a long
+    assert int_record is not None and len(int_record) == 8
+    int_id = int.from_bytes(int_record[1:5], "big")
+    unknown_id = b"\x00" + struct.pack(">i", 987_654) + b"\x02\x06abc"
+    bad_payload = b"\x00" + int_record[1:5] + b"\xff\xff\xff\xff\xff\xff"  # not a varint Avro can end
+    # a long whose bytes 1-4 are the "int" schema's id: its 3 bytes decode as Avro int 1 with 2 bytes left over
+    colliding_long = (int_id << 24) | 0x02_00_00
+    values = [
+        avro.serialize("mixed", {"page": "/home", "n": 3}),
+        int_record,
+        proto.serialize("mixed", reading(sensor="s1", celsius=21.5)),
+        person.serialize("mixed", {"name": "Ann"}),
+        b'{"plain": "json"}',
+        struct.pack(">q", EPOCH_MS),
+        struct.pack(">q", colliding_long),
+        unknown_id,
+        bad_payload,
+    ]
+    _write_raw(bootstrap, "mixed", [(b"k", v) for v in values])
+    frame = read_topic("mixed", bootstrap, key_serde="auto", value_serde="auto")
+    assert frame["value"].tolist() == [
+        {"page": "/home", "n": 3},
+        100_000,
+        {"sensor": "s1", "celsius": 21.5},
+        {"name": "Ann"},
+        {"plain": "json"},
+        EPOCH_MS,
+        colliding_long,
+        unknown_id,
+        bad_payload,
+    ]
+    auto = AutoSerde().configure(configs, False)
+    assert isinstance(auto, AutoSerde)
+    assert [auto.detect("mixed", v)[0] for v in values] == [
+        "avro", "avro", "protobuf", "jsonschema", "json", "long", "long", "bytes", "bytes",
+    ]  # fmt: skip
+
+
+def test_an_unreachable_registry_is_named_not_hidden(bootstrap: str) -> None:
+    configs = registry_configs(bootstrap, "http://127.0.0.1:1", {"max.retries": 0})
+    auto = AutoSerde().configure(configs, False)
+    assert isinstance(auto, AutoSerde)
+    with pytest.raises(SchemaRegistryError, match=r"http://127\.0\.0\.1:1 cannot be reached.*schema id 7"):
+        auto.detect("t", b"\x00\x00\x00\x00\x07abc")
+    # records not in the wire format never ask the registry
+    assert auto.detect("t", b"abc") == ("string", "abc")
+
+
+def test_without_a_registry_wire_format_records_read_as_bytes() -> None:
+    auto = AutoSerde().configure(registry_configs("kafka.example:9092"), False)
+    record = b"\x00\x00\x00\x00\x01\x06abc"
+    assert auto.detect("t", record) == ("bytes", record)
