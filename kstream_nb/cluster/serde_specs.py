@@ -20,6 +20,14 @@ from kstream_nb.cluster.serdes import (
     StringOrJsonSerde,
     StringSerde,
 )
+from kstream_nb.cluster.windowed_serdes import (
+    WRAPPER_SPECS,
+    SessionWindowedSerde,
+    TimeWindowedSerde,
+    ValueAndTimestampSerde,
+    wrapper_from_spec,
+)
+from kstream_nb.durations import Duration
 
 _BY_NAME: dict[str, type[Serde]] = {
     "json": JsonSerde,
@@ -52,9 +60,14 @@ def serde_from(spec: SerdeSpec) -> Serde:
         return spec()
     if isinstance(spec, str) and spec.strip().lower() in _BY_NAME:
         return _BY_NAME[spec.strip().lower()]()
+    wrapped = wrapper_from_spec(spec, serde_from) if isinstance(spec, str) else None
+    if wrapped is not None:
+        return wrapped
     raise ValueError(
         f"unknown serde {spec!r}: use a Serde instance or class, Serde.of(ser, deser), or one of "
         + ", ".join(repr(name) for name in _BY_NAME)
+        + "; Kafka Streams' formats around one of those: "
+        + ", ".join(f"'{w}:<serde>'" for w in WRAPPER_SPECS)
     )
 
 
@@ -126,6 +139,27 @@ class Serdes:
     ) -> Serde:
         """JSON Schema with Schema Registry: ``schema`` is the writer's."""
         return JsonSchemaSerde(schema, subject_name_strategy, **options)
+
+    @staticmethod
+    def time_windowed(inner: SerdeSpec, window_size: Duration | None = None) -> TimeWindowedSerde:
+        """Kafka's ``WindowedSerdes.timeWindowedSerdeFrom(inner, size)``: ``Windowed`` keys as the key's bytes plus
+        the 8-byte window start (spec ``"windowed(10s):string"``). Reading gives ``end = start + window_size``;
+        without a size the end is unknown and reads as 2**63 - 1 (Java's Long.MAX_VALUE): ``"windowed:string"``.
+        ``.for_changelog()`` reads a window store changelog's keys (spec ``"windowed-changelog(10s):string"``)."""
+        return TimeWindowedSerde(serde_from(inner), window_size)
+
+    @staticmethod
+    def session_windowed(inner: SerdeSpec) -> SessionWindowedSerde:
+        """Kafka's ``WindowedSerdes.sessionWindowedSerdeFrom(inner)``: ``Windowed`` keys as the key's bytes, the
+        8-byte session end, then the start (spec ``"session-windowed:string"``; also session changelog keys)."""
+        return SessionWindowedSerde(serde_from(inner))
+
+    @staticmethod
+    def value_and_timestamp(inner: SerdeSpec) -> ValueAndTimestampSerde:
+        """Kafka's ``ValueAndTimestampSerde``: a ``ValueAndTimestamp`` as the 8-byte timestamp, then the value's
+        bytes (spec ``"timestamped:json"``): the values of Kafka Streams' timestamped stores. Their changelog
+        topics carry the plain value (the timestamp is the record's): read those with the plain serde."""
+        return ValueAndTimestampSerde(serde_from(inner))
 
     @staticmethod
     def of(serialize: Callable[[Any], Any], deserialize: Callable[[Any], Any]) -> Serde:

@@ -7,22 +7,10 @@ stream time; records for closed windows are dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
+from kstream_nb.cluster.windowed_serdes import Windowed
 from kstream_nb.durations import Duration, to_millis
 
-
-@dataclass(frozen=True, slots=True)
-class Windowed:
-    """A key with its window: what windowed aggregations are keyed by."""
-
-    key: Any
-    start: int
-    end: int
-
-    def __str__(self) -> str:
-        return f"[{self.key}@{self.start}/{self.end}]"
+__all__ = ["JoinWindows", "SessionWindows", "SlidingWindows", "TimeWindows", "Windowed"]
 
 
 class TimeWindows:

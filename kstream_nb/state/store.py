@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import orjson
 
+from kstream_nb.cluster.windowed_serdes import ValueAndTimestamp as ValueAndTimestamp  # re-exported: state's name
 from kstream_nb.errors import IllegalStateError
 
 if TYPE_CHECKING:
@@ -25,13 +26,6 @@ RestoreCallback = Callable[[list[tuple[Any, ...]]], None]
 #: writes one changelog record: key bytes, value bytes (None: a tombstone), timestamp
 ChangelogWriter = Callable[[bytes | None, bytes | None, int], None]
 KeyOrder = Callable[[Any], Any]
-
-
-class ValueAndTimestamp(NamedTuple):
-    """What timestamped stores (KTables, aggregations) hold: a value and the timestamp that produced it."""
-
-    value: Any
-    timestamp: int
 
 
 class KeyValue(NamedTuple):

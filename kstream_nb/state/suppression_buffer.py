@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
 from kstream_nb.cluster.serdes import JoinedSerializers, Serde
+from kstream_nb.cluster.windowed_serdes import Windowed
 from kstream_nb.errors import IllegalStateError, SerializationError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.change_serde import ChangeSerde
-from kstream_nb.processor.windows import Windowed
 from kstream_nb.state.builders import StoreBuilder
 from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.memory import InMemoryKeyValueStore
