@@ -12,8 +12,9 @@ cell again first stops the app (and dashboard thread) it started before; an erro
 ordinary traceback and leaves nothing running.
 
 Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N]
-[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME | dashboard NAME
-| kafka start|stop|status [--port P]`` (the local Apache Kafka of ``kstream-nb kafka``).
+[--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME
+| dashboard NAME | kafka start|stop|status [--port P]`` (the local Apache Kafka of ``kstream-nb kafka``).
+``tail`` shows each key and value in the format it was written in (the ``auto`` serde).
 Kernel shutdown (interpreter exit) stops every app and refresher.
 """
 
@@ -218,6 +219,7 @@ def _line_parser() -> _Parser:
     s.add_argument("-n", type=int, default=10)
     s.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP)
     s.add_argument("--follow", action="store_true")
+    s.add_argument("--schema-registry", default=None, dest="schema_registry")
     s = sub.add_parser("produce", add_help=False)
     s.add_argument("topic")
     s.add_argument("var")
@@ -332,8 +334,8 @@ class KStreamMagics(Magics):
         if command is None:
             raise UsageError(
                 "usage: %kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N] "
-                "[--follow] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME "
-                "| dashboard NAME | kafka start|stop|status [--port P]"
+                "[--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME "
+                "| reset NAME | dashboard NAME | kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
 
@@ -422,7 +424,17 @@ class KStreamMagics(Magics):
 
             table.refresher = Refresher([table], None, name=f"kstream-tail-{args.topic}").start()
             return None
-        frame = read_topic(args.topic, args.bootstrap, from_beginning=False, max_records=args.n)
+        # auto: each key and value in the format it was written in (JSON, text, Java numbers, Schema Registry
+        # records), bytes it cannot decode as a hex preview: a tail never fails on a record
+        frame = read_topic(
+            args.topic,
+            args.bootstrap,
+            key_serde="auto",
+            value_serde="auto",
+            from_beginning=False,
+            max_records=args.n,
+            schema_registry_url=args.schema_registry,
+        )
         frame = frame.sort_values(["timestamp", "partition", "offset"]).tail(args.n)
         return frame.reset_index(drop=True)
 

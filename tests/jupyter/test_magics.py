@@ -11,6 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import kstream_nb as ks
 from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.serde_specs import Serdes
 from kstream_nb.jupyter import get_app, get_dashboard, live_refreshers
 from kstream_nb.runtime.app import State, running_apps
 
@@ -132,8 +133,11 @@ def test_line_magics(shell: InteractiveShell, url: str) -> None:
     internal = shell.run_line_magic("kstream", f"topics --bootstrap {url} --internal")
     assert "sums-sums-changelog" in set(internal["topic"])
 
+    everything = shell.run_line_magic("kstream", f"tail sums-out -n 5 --bootstrap {url}")
+    assert len(everything) == 5  # each key's updates in order: its last one is its sum
+    assert dict(zip(everything["key"], everything["value"])) == {"Jack": 4, "Lily": 7, "Mike": 4}
     tail = shell.run_line_magic("kstream", f"tail sums-out -n 2 --bootstrap {url}")
-    assert list(zip(tail["key"], tail["value"])) == [("Jack", 4), ("Lily", 7)]
+    assert tail.to_dict("records") == everything.tail(2).reset_index(drop=True).to_dict("records")
 
     store = shell.run_line_magic("kstream", "store sums sums")
     assert isinstance(store, pd.DataFrame)
@@ -187,3 +191,20 @@ def test_rich_reprs_are_registered(shell: InteractiveShell, url: str) -> None:
     app = ks.KafkaStreams(topology, application_id="repr", bootstrap_servers=url)
     data, _ = shell.display_formatter.format(app)
     assert "CREATED" in data["text/html"]
+
+
+def test_tail_shows_each_record_in_the_format_it_was_written_in(shell: InteractiveShell, url: str) -> None:
+    """``%kstream tail`` reads with the ``auto`` serde: Java String keys, Java longs, Avro through the embedded
+    registry, JSON, and bytes no rule decodes (shown as a hex preview, never an error)."""
+    click = {"type": "record", "name": "Click", "fields": [{"name": "page", "type": "string"}]}
+    ks.produce(
+        "mixed", [("sensor-1", 1_764_000_000_000)], url, timestamps=1, key_serde="string", value_serde="long"
+    )
+    ks.produce("mixed", [("sensor-2", {"page": "/home"})], url, timestamps=2, value_serde=Serdes.avro(click))
+    ks.produce("mixed", [("sensor-3", {"t": 21.5})], url, timestamps=3)
+    ks.produce("mixed", [(7, b"\xca\xfe\x00")], url, timestamps=4, key_serde="int", value_serde="bytes")
+    tail = shell.run_line_magic("kstream", f"tail mixed -n 4 --bootstrap {url}")
+    assert list(tail.columns) == ["partition", "offset", "timestamp", "key", "value", "headers"]
+    assert tail["key"].tolist() == ["sensor-1", "sensor-2", "sensor-3", 7]
+    assert tail["value"].tolist() == [1_764_000_000_000, {"page": "/home"}, {"t": 21.5}, b"\xca\xfe\x00"]
+    assert "0xcafe00" in tail.to_string()
