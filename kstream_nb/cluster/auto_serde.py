@@ -100,7 +100,7 @@ class AutoSerde(Serde):
         self._registry: Any = None if first is None else first.registry
         self._types: dict[int, str | None] = {}  # schema id -> its type; None: the registry has no such id
 
-    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> AutoSerde:
         """A copy bound to the registry of the app or call (the embedded one of a ``memory://`` cluster); with
         none, wire-format records read as bytes."""
         from kstream_nb.cluster.registry_serdes import AvroSerde, JsonSchemaSerde, ProtobufSerde, RegistrySerde

@@ -44,9 +44,11 @@ one process may share an ``application_id``, and a restarted app keeps its prede
     -> ``{"bootstrap": URL, "topics": [{"name", "partitions", "beginning_offsets", "end_offsets",
     "records", "internal"}]}``
 ``topic_tail`` ``{"topic": NAME, "n": count (default 20, 1..500), "app": KEY or "bootstrap": URL}``
-    -> ``{"topic": NAME, "records": [{"partition", "offset", "timestamp", "key", "value", "headers"}]}``:
-    the last ``n`` records of each partition, newest ``n`` overall, oldest first. Keys and values that
-    are not JSON are sent as their ``repr``.
+    -> ``{"topic": NAME, "records": [{"partition", "offset", "timestamp", "key", "value", "key_format",
+    "value_format", "headers"}]}``: the last ``n`` records of each partition, newest ``n`` overall, oldest
+    first. Keys and values are decoded by the ``auto`` serde (``AutoSerde``, with the app's or the cluster's
+    Schema Registry), which names their format (``json``, ``string``, ``long``, ``avro``, ``bytes``...);
+    bytes no rule decodes are sent as a ``0x…`` hex preview, other values that are not JSON as their ``repr``.
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import kstream_nb
+from kstream_nb.cluster.auto_serde import AutoSerde, RawBytes, hex_preview
 from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.schema_registry import registry_configs
 from kstream_nb.cluster.topic_io import read_topic
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
 from kstream_nb.topology.naming import is_internal_topic
@@ -78,6 +82,7 @@ DEFAULT_TAIL = 20
 MAX_TAIL = 500
 MAX_TEXT = 2000  # longest key/value text sent to the panel
 
+_AUTO = AutoSerde()  # no registry: for header values and bytes inside decoded values
 _SEEN: weakref.WeakValueDictionary[str, KafkaStreams] = weakref.WeakValueDictionary()
 _SEEN_LOCK = threading.Lock()
 
@@ -291,23 +296,31 @@ class PanelHandler:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TAIL:
             raise ProtocolError(f"'n' must be an integer from 1 to {MAX_TAIL}, got {n!r}")
         bootstrap = self._bootstrap(request)
+        # the app's registry, or the cluster's (memory://: its embedded one): Schema Registry records decode too
+        configs = self.find(request).config.serde_configs() if request.get("app") is not None else None
+        configs = configs or registry_configs(bootstrap)
+        keys, values = AutoSerde().configure(configs, True), AutoSerde().configure(configs, False)
         frame = read_topic(
             topic, bootstrap, key_serde="bytes", value_serde="bytes", from_beginning=False, max_records=n
         )
         if len(frame):
             frame = frame.sort_values(["timestamp", "partition", "offset"]).tail(n)
-        rows: list[dict[Any, Any]] = frame.to_dict("records")
-        records = [
-            {
-                "partition": int(row["partition"]),
-                "offset": int(row["offset"]),
-                "timestamp": int(row["timestamp"]),
-                "key": show_bytes(row["key"]),
-                "value": show_bytes(row["value"]),
-                "headers": jsonable(row["headers"]),
-            }
-            for row in rows
-        ]
+        records = []
+        for row in frame.to_dict("records"):
+            key_format, key = keys.detect(topic, row["key"])
+            value_format, value = values.detect(topic, row["value"])
+            records.append(
+                {
+                    "partition": int(row["partition"]),
+                    "offset": int(row["offset"]),
+                    "timestamp": int(row["timestamp"]),
+                    "key": show_bytes(key),
+                    "value": show_bytes(value),
+                    "key_format": key_format,
+                    "value_format": value_format,
+                    "headers": jsonable(row["headers"]),
+                }
+            )
         return {"topic": topic, "bootstrap": bootstrap, "records": records}
 
 
@@ -362,20 +375,15 @@ def _timeout(request: dict[str, Any]) -> float:
 
 
 def show_bytes(raw: Any) -> Any:
-    """A key/value as the panel shows it: JSON when the bytes are JSON, else text, else a hex dump."""
+    """A key, value or header as the panel shows it: bytes decoded by the ``auto`` serde's rules (JSON, text,
+    Java numbers), those no rule decodes as a ``0x…`` hex preview; decoded values JSON-safe."""
     if raw is None:
         return None
-    if not isinstance(raw, (bytes, bytearray, memoryview)):
-        return jsonable(raw)
-    data = bytes(raw)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return _clip("0x" + data.hex())
-    try:
-        return jsonable(json.loads(text))
-    except ValueError:
-        return _clip(text)
+    if isinstance(raw, RawBytes):
+        return hex_preview(raw)
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        return show_bytes(_AUTO.detect("", raw)[1])
+    return jsonable(raw)
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
+from kstream_nb.cluster.serde_specs import Serdes
 from kstream_nb.jupyter.comm import (
     PROTOCOL_VERSION,
     TARGET_NAME,
@@ -190,7 +192,30 @@ def test_show_bytes_json_text_binary() -> None:
     assert show_bytes(b'{"a": [1, 2]}') == {"a": [1, 2]}
     assert show_bytes(b"plain text") == "plain text"
     assert show_bytes(b"\xff\x00") == "0xff00"
+    assert show_bytes(struct.pack(">q", 1_764_000_000_000)) == 1_764_000_000_000  # Java's LongSerializer
     assert show_bytes(None) is None
+
+
+def test_topic_tail_decodes_each_record_in_its_format(url: str) -> None:
+    """The panel's topic browser: Java String keys and longs, Avro through the embedded registry, JSON and
+    bytes no rule decodes, each named by its format; nothing fails."""
+    click = {"type": "record", "name": "Click", "fields": [{"name": "page", "type": "string"}]}
+    ks.produce(
+        "mixed", [("sensor-1", 1_764_000_000_000)], url, timestamps=1, key_serde="string", value_serde="long"
+    )
+    ks.produce("mixed", [("sensor-2", {"page": "/home"})], url, timestamps=2, value_serde=Serdes.avro(click))
+    ks.produce("mixed", [("sensor-3", {"t": 21.5})], url, timestamps=3, headers={"trace": b"abc"})
+    ks.produce("mixed", [(7, b"\xca\xfe\x00")], url, timestamps=4, key_serde="int", value_serde="bytes")
+    tail = ask(PanelHandler(Shell()), "topic_tail", topic="mixed", n=10, bootstrap=url)
+    assert tail["ok"], tail
+    shown = [(r["key"], r["key_format"], r["value"], r["value_format"]) for r in tail["records"]]
+    assert shown == [
+        ("sensor-1", "string", 1_764_000_000_000, "long"),
+        ("sensor-2", "string", {"page": "/home"}, "avro"),
+        ("sensor-3", "string", {"t": 21.5}, "json"),
+        (7, "int", "0xcafe00", "bytes"),
+    ]
+    assert tail["records"][2]["headers"] == [["trace", "abc"]]
 
 
 class FakeComm:
