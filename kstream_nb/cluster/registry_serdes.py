@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from kstream_nb.cluster.schema_registry import SchemaRegistryError, registry_client, registry_url
+from kstream_nb.cluster.schema_registry import (
+    SchemaRegistryError,
+    describe_registry,
+    registry_client,
+    registry_url,
+)
 from kstream_nb.cluster.serdes import Serde, _preview
 from kstream_nb.errors import SerializationError
 
@@ -55,8 +60,9 @@ class RegistrySerde(Serde):
     """What the Avro, Protobuf and JSON Schema serdes share: the registry binding (``configure``), the subject
     name strategy, the serialization context, and errors that name topic, subject, schema id and URL."""
 
-    #: the format's name in messages
+    #: the format's name in messages, and the registry's name of its schema type
     kind = ""
+    schema_type = ""
 
     def __init__(self, subject_name_strategy: str = "topic", auto_register_schemas: bool = True) -> None:
         self.subject_name_strategy = _strategy_name(subject_name_strategy)
@@ -184,23 +190,38 @@ class RegistrySerde(Serde):
         from confluent_kafka.schema_registry import SchemaRegistryError as RegistryAnswer
         from confluent_kafka.schema_registry.common._httpx_compat import httpx
 
-        url = registry_url(self._client)
+        url, registry = registry_url(self._client), describe_registry(self._client)
         if data is not None:
             where = f"topic {topic!r}, {schema_id_of(data)}, {len(data)} bytes starting {_preview(data)}"
         else:
             where = f"topic {topic!r}, subject {self._subject_or_none(topic)!r}"
         head = f"{type(self).__name__} cannot {what} ({where})"
         if isinstance(exc, httpx.HTTPError):
-            return SchemaRegistryError(f"{head}: the Schema Registry at {url} cannot be reached: {exc}", url)
+            return SchemaRegistryError(f"{head}: {registry} cannot be reached: {type(exc).__name__}: {exc}", url)
         if isinstance(exc, RegistryAnswer):
             if exc.http_status_code in (401, 403):
-                answer = f"the Schema Registry at {url} refused the credentials ({exc.error_message})"
+                answer = f"{registry} refused the credentials ({exc})"
             elif data is not None and exc.http_status_code == 404:
-                answer = f"the Schema Registry at {url} has no such schema ({exc})"
+                answer = f"{registry} has no such schema ({exc})"
             else:
-                answer = f"the Schema Registry at {url} answered: {exc}"
+                answer = f"{registry} answered: {exc}"
             return SchemaRegistryError(f"{head}: {answer}", url)
+        if data is not None:
+            other = self._other_format(data)
+            if other is not None:
+                return SerializationError(f"{head}: that schema in {registry} is {other}, not {self.kind}")
         return SerializationError(f"{head}: {self.kind} {type(exc).__name__}: {exc}")
+
+    def _other_format(self, data: bytes) -> str | None:
+        """The format of the record's schema when it is not this serde's (``a JSON schema``), else None."""
+        if data[0] != _MAGIC_ID:
+            return None
+        try:
+            schema = self._client.get_schema(int.from_bytes(bytes(data[1:5]), "big"))
+        except Exception:
+            return None
+        schema_type = schema.schema_type or "AVRO"
+        return None if schema_type == self.schema_type else f"a {schema_type} schema"
 
     def _subject_or_none(self, topic: str) -> str | None:
         try:
@@ -244,7 +265,7 @@ class AvroSerde(RegistrySerde):
     string or dict; needed to write). ``reader_schema``: read every record into that schema (Avro schema
     resolution: fields added with defaults get them); without it a record comes back as its writer wrote it."""
 
-    kind = "Avro"
+    kind, schema_type = "Avro", "AVRO"
 
     def __init__(
         self,
@@ -305,7 +326,7 @@ class JsonSchemaSerde(RegistrySerde):
     """JSON values checked against a JSON Schema (Confluent's KafkaJsonSchemaSerializer format). ``schema``:
     the writer's schema (a string or dict; needed to write); its ``title`` is the record name."""
 
-    kind = "JSON Schema"
+    kind, schema_type = "JSON Schema", "JSON"
 
     def __init__(
         self,
@@ -356,7 +377,7 @@ class ProtobufSerde(RegistrySerde):
     Python values: 64-bit ints stay ints, enums are their names, unset message fields None) unless
     ``as_messages=True``."""
 
-    kind = "Protobuf"
+    kind, schema_type = "Protobuf", "PROTOBUF"
 
     def __init__(
         self,

@@ -25,11 +25,6 @@ BOOTSTRAP_SERVERS = "bootstrap_servers"
 REGISTRY_URL = "schema_registry_url"
 REGISTRY_CONFIG = "schema_registry_config"
 
-#: the client's own settings a user may pass: confluent-kafka's names (``url`` is given on its own)
-_CLIENT_SETTING_PREFIXES = ("basic.auth.", "bearer.auth.", "ssl.")
-_CLIENT_SETTINGS = frozenset({"timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries",
-                              "retries.wait.ms", "retries.max.wait.ms", "proxy"})  # fmt: skip
-
 _LOCK = threading.Lock()
 _CLIENTS: dict[tuple[str, str], SchemaRegistryClient] = {}
 _EMBEDDED: weakref.WeakKeyDictionary[MemoryCluster, SchemaRegistryClient] = weakref.WeakKeyDictionary()
@@ -53,16 +48,10 @@ def registry_configs(
     if schema_registry_url is not None and (not isinstance(schema_registry_url, str) or not schema_registry_url):
         raise ValueError(f"schema_registry_url must be a URL string or None, got {schema_registry_url!r}")
     settings = dict(schema_registry_config or {})
-    unknown = sorted(
-        k for k in settings if k not in _CLIENT_SETTINGS and not k.startswith(_CLIENT_SETTING_PREFIXES)
-    )
-    if unknown:
-        raise ValueError(
-            f"unknown schema_registry_config setting(s) {unknown}: use confluent-kafka's SchemaRegistryClient "
-            f"names (basic.auth.user.info, basic.auth.credentials.source, bearer.auth.*, ssl.*, "
-            f"{', '.join(sorted(_CLIENT_SETTINGS))})"
-        )
-    return {BOOTSTRAP_SERVERS: bootstrap_servers, REGISTRY_URL: schema_registry_url, REGISTRY_CONFIG: settings}
+    configs = {BOOTSTRAP_SERVERS: bootstrap_servers, REGISTRY_URL: schema_registry_url, REGISTRY_CONFIG: settings}
+    if schema_registry_url is not None:
+        registry_client(configs)  # confluent-kafka checks the settings now, not at the first record
+    return configs
 
 
 def registry_client(configs: Mapping[str, Any], user: str = "a Schema Registry serde") -> SchemaRegistryClient:
@@ -98,18 +87,33 @@ def embedded_registry(bootstrap_servers: str) -> SchemaRegistryClient:
 
 
 def registry_url(client: Any) -> str:
-    """The URL a client talks to (for messages)."""
+    """The URL a client talks to (``mock://memory://NAME`` for a cluster's embedded registry)."""
     conf = client.config() if hasattr(client, "config") else {}
     return str(conf.get("url", "?"))
+
+
+def describe_registry(client: Any) -> str:
+    """``the Schema Registry at URL`` (or ``the embedded Schema Registry of memory://NAME``), for messages."""
+    url = registry_url(client)
+    if url.startswith("mock://" + MEMORY_SCHEME):
+        return f"the embedded Schema Registry of {url[len('mock://') :]}"
+    return f"the Schema Registry at {url}"
 
 
 def _new_client(conf: dict[str, Any]) -> SchemaRegistryClient:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
+    # Java's basic.auth.credentials.source: the Python client takes the credentials from whichever is set
+    source = conf.pop("basic.auth.credentials.source", None)
+    if source is not None and str(source).upper() not in ("USER_INFO", "URL"):
+        raise ValueError(f"basic.auth.credentials.source must be USER_INFO or URL, got {source!r}")
     try:
         return SchemaRegistryClient.new_client(conf)
     except (ValueError, TypeError) as exc:
-        raise SchemaRegistryError(f"Schema Registry {conf.get('url')!r}: {exc}", conf.get("url")) from exc
+        raise ValueError(
+            f"schema_registry_url {conf.get('url')!r} / schema_registry_config: {exc} (settings are "
+            f"confluent-kafka's SchemaRegistryClient's: basic.auth.user.info, bearer.auth.*, ssl.*, timeout, ...)"
+        ) from exc
 
 
 def configure_serde(serde: Serde, configs: Mapping[str, Any] | None, is_key: bool) -> Serde:
