@@ -82,6 +82,9 @@ export interface ITopicRecord {
   timestamp: number;
   key: unknown;
   value: unknown;
+  /** the format the kernel's ``auto`` serde detected: json, string, long, double, int, avro, bytes... */
+  key_format?: string;
+  value_format?: string;
   headers: unknown;
 }
 

@@ -216,12 +216,17 @@ export class TopicView extends PollingView {
               String(r.partition),
               String(r.offset),
               formatTimestamp(r.timestamp),
-              showValue(r.key),
-              showValue(r.value)
+              detected(r.key, r.key_format),
+              detected(r.value, r.value_format)
             ]),
             'kstream-records'
           )
         : el('div', { class: 'kstream-empty' }, 'No records.')
     );
   }
+}
+
+/** A record's key or value, with the format the kernel detected as its tooltip. */
+function detected(value: unknown, format: string | undefined): HTMLElement {
+  return el('span', format ? { title: `format: ${format}` } : {}, showValue(value));
 }
