@@ -18,6 +18,7 @@ from kstream_nb.cluster.schema_registry import SchemaRegistryError, registry_con
 from kstream_nb.cluster.serde_specs import Serdes, serde_from
 from kstream_nb.cluster.serdes import DoubleSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde
 from kstream_nb.cluster.topic_io import read_topic
+from kstream_nb.cluster.windowed_serdes import Windowed
 from kstream_nb.errors import SerializationError, TopologyError
 from kstream_nb.topology.topology import Topology
 
@@ -137,11 +138,22 @@ def test_undecodable_bytes_show_as_a_hex_preview(bootstrap: str) -> None:
 
 
 def test_windowed_keys_are_not_detected_and_read_as_their_bytes(bootstrap: str) -> None:
-    """Kafka Streams' time-windowed key: the key's bytes then the window start as an 8-byte long."""
-    windowed = b"user-1" + struct.pack(">q", EPOCH_MS)
-    _write_raw(bootstrap, "counts", [(windowed, struct.pack(">q", 3))])
+    """Kafka Streams' time-windowed key (the key's bytes, then the window start as an 8-byte long) and
+    session-windowed key (then end and start): auto shows their bytes; the explicit specs decode them."""
+    time_key = b"user-1" + struct.pack(">q", EPOCH_MS)
+    session_key = b"user-2" + struct.pack(">qq", EPOCH_MS + 5_000, EPOCH_MS)
+    assert Serdes.time_windowed("string").serialize("counts", Windowed("user-1", EPOCH_MS, EPOCH_MS + 60_000)) == (
+        time_key
+    )
+    assert Serdes.session_windowed("string").serialize(
+        "counts", Windowed("user-2", EPOCH_MS, EPOCH_MS + 5_000)
+    ) == (session_key)
+    _write_raw(bootstrap, "counts", [(time_key, struct.pack(">q", 3)), (session_key, struct.pack(">q", 2))])
     frame = read_topic("counts", bootstrap, key_serde="auto", value_serde="auto")
-    assert frame["key"].tolist() == [windowed] and frame["value"].tolist() == [3]
+    assert frame["key"].tolist() == [time_key, session_key] and frame["value"].tolist() == [3, 2]
+    assert [AutoSerde().detect("counts", k)[0] for k in (time_key, session_key)] == ["bytes", "bytes"]
+    windowed = read_topic("counts", bootstrap, key_serde="windowed(60s):string", value_serde="long", max_records=1)
+    assert windowed["key"][0] == Windowed("user-1", EPOCH_MS, EPOCH_MS + 60_000)
 
 
 def test_an_unknown_wire_format_record_reads_as_its_bytes(bootstrap: str) -> None:
