@@ -243,8 +243,15 @@ class RegistrySerde(Serde):
     def __hash__(self) -> int:
         return hash((type(self), id(self._client), self._is_key, self.subject_name_strategy, self._identity()))
 
+    def __copy__(self) -> RegistrySerde:
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied._contexts = {}
+        return copied
+
     def __getstate__(self) -> dict[str, Any]:
-        # the registry client and the built serializers stay with the process; a copy is configured again
+        # pickled (a topology sent to Spark workers): the registry client and the built serializers stay with
+        # the process; the unpickled serde is configured again where it is used
         state = dict(self.__dict__)
         state.update(_client=None, _serializer=None, _deserializer=None, _contexts={})
         return state
