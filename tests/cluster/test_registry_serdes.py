@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import fastavro
+import numpy as np
+import pandas as pd
 import pytest
 
 import kstream_nb as ks
@@ -339,3 +341,19 @@ class socket_closed:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def test_a_dataframe_produced_as_avro(registry: Registry) -> None:
+    topic = registry.topic("frame")
+    schema = {
+        "type": "record",
+        "name": "Row",
+        "fields": [{"name": "amount", "type": "double"}, {"name": "qty", "type": "long"}],
+    }
+    frame = pd.DataFrame({"key": ["a", "b", "c"], "amount": [1.5, 2.5, 3.5], "qty": np.arange(3, dtype=np.int64)})
+    registry.produce(topic, frame, value_serde=ks.Serdes.avro(schema))
+    rows = [{"amount": a, "qty": q} for a, q in zip([1.5, 2.5, 3.5], range(3))]
+    assert registry.read(topic, value_serde="avro")["value"].tolist() == rows
+    parsed = fastavro.parse_schema(schema)
+    payloads = [framing(d)[1] for d in registry.read(topic, value_serde="bytes")["value"]]
+    assert [fastavro.schemaless_reader(io.BytesIO(p), parsed) for p in payloads] == rows
