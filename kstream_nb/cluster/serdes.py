@@ -57,6 +57,12 @@ class Serde(ABC):
         (``self`` when there is nothing to bind), never changes ``self``."""
         return self
 
+    def canonical_key(self) -> Callable[[Any], Any] | None:
+        """For a serde that reads some values back as another Python value with the same bytes (``"12"`` and
+        ``12``): the function giving that read-back value, so that object-keyed stores find a key by its bytes
+        as Kafka's byte-keyed stores do. None when every value reads back as itself."""
+        return None
+
     @staticmethod
     def of(serialize: Callable[[Any], bytes | None], deserialize: Callable[[bytes], Any]) -> FunctionSerde:
         """A serde from two plain functions (they receive the data only, never None)."""
@@ -305,6 +311,8 @@ class FunctionSerde(Serde):
 
 #: first bytes of the JSON numbers and booleans (``null`` is left out: a None key is a Kafka null)
 _JSON_SCALAR_START = frozenset(b"-0123456789tf")
+#: first characters of the ``str`` keys that read back as another value (numbers, booleans, JSON)
+_AMBIGUOUS_STR_START = frozenset('-0123456789tf{["')
 
 
 class StringOrJsonSerde(Serde):
@@ -329,6 +337,16 @@ class StringOrJsonSerde(Serde):
             return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise _ser_error(self, topic, data, exc) from exc
+
+    def canonical_key(self) -> Callable[[Any], Any] | None:
+        deserialize, ambiguous = self.deserialize, _AMBIGUOUS_STR_START
+
+        def canonical(key: Any) -> Any:
+            if type(key) is str and key[:1] in ambiguous:
+                return deserialize("", key.encode("utf-8"))
+            return key
+
+        return canonical
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.state.caching import caching_layer
-from kstream_nb.state.store import RestoreCallback, StateStore, task_state_dir
+from kstream_nb.state.store import RestoreCallback, StateStore, rocksdb_format_is_stale, task_state_dir
 
 log = logging.getLogger("kstream_nb.task")
 
@@ -97,6 +97,15 @@ class ProcessorStateManager:
         if self.state_dir is None:
             return {}
         path = self.checkpoint_file
+        if rocksdb_format_is_stale(path.parent):
+            log.warning(
+                "task %s: the RocksDB stores in %s were written by an older kstream_nb, whose default key "
+                "format differed: wiping them and restoring them from their changelogs",
+                self.task_id,
+                path.parent,
+            )
+            shutil.rmtree(path.parent / "rocksdb")
+            path.unlink(missing_ok=True)
         try:
             data = json.loads(path.read_text())
             offsets = {TopicPartition(t, int(p)): int(o) for t, p, o in data.get("offsets", [])}

@@ -196,6 +196,9 @@ class StoreBuilder(ABC):
         use_serdes = getattr(backend, "use_serdes", None)
         if use_serdes is not None:
             use_serdes(key_serde, value_serde, self.timestamped)
+        use_key_serde = getattr(backend, "use_key_serde", None)
+        if use_key_serde is not None:
+            use_key_serde(key_serde)
         return backend
 
     @abstractmethod

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from kstream_nb.cluster.serdes import Serde
 from kstream_nb.state.store import (
     KeyOrder,
     KeyValue,
@@ -35,6 +36,13 @@ class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
         self._version = 0
         self._sorted: tuple[int, list[Any], KeyOrder | None] | None = None
         self._open = False
+        #: the key serde's read-back form of a key (None: keys are themselves): a key is found by its bytes
+        self._canonical: Callable[[Any], Any] | None = None
+
+    def use_key_serde(self, key_serde: Serde) -> None:
+        """Keys are looked up in the form the key serde reads their bytes back as (``"12"`` finds ``12``), so the
+        store answers as Kafka's byte-keyed stores do, and as it will after a restore from its changelog."""
+        self._canonical = key_serde.canonical_key()
 
     def init(self, context: StateStoreContext, root: StateStore | None = None) -> None:
         context.register(root if root is not None else self, self._restore_without_changelog, None)
@@ -46,11 +54,15 @@ class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
         self._version += 1
 
     def get(self, key: Any) -> Any:
-        return self._data.get(key)
+        canonical = self._canonical
+        return self._data.get(key if canonical is None else canonical(key))
 
     def put(self, key: Any, value: Any) -> None:
         if key is None:
             raise ValueError(f"store {self._name!r}: keys cannot be None")
+        canonical = self._canonical
+        if canonical is not None:
+            key = canonical(key)
         if value is None:
             self.delete(key)
             return
@@ -63,6 +75,8 @@ class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
     def put_if_absent(self, key: Any, value: Any) -> Any:
         if key is None:
             raise ValueError(f"store {self._name!r}: keys cannot be None")
+        if self._canonical is not None:
+            key = self._canonical(key)
         old = self._data.get(key)
         if old is None and value is not None:
             self._data[key] = value
@@ -75,6 +89,8 @@ class InMemoryKeyValueStore(StoreBackend, KeyValueStore):
             put(key, value)
 
     def delete(self, key: Any) -> Any:
+        if self._canonical is not None:
+            key = self._canonical(key)
         old = self._data.pop(key, None)
         if old is not None:
             self._version += 1

@@ -23,7 +23,7 @@ from kstream_nb.state.store import (
     StateStore,
     StateStoreContext,
     ValueAndTimestamp,
-    task_state_dir,
+    rocksdb_dir,
 )
 
 _TS = struct.Struct(">q")
@@ -63,10 +63,7 @@ class RocksDBStore:
         """Opens (creates) the database and registers ``root`` (restored only through a changelog layer)."""
         if context.state_dir is None:
             raise IllegalStateError(f"RocksDB store {self._name!r} needs a state_dir")
-        self.path = (
-            task_state_dir(context.state_dir, context.application_id, context.task_id) / "rocksdb" / self._name
-        )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = rocksdb_dir(context.state_dir, context.application_id, context.task_id) / self._name
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         self._db = Rdict(str(self.path), options=options)

@@ -27,8 +27,8 @@ from kstream_nb.state.store import (
     KeyValue,
     StateStore,
     StateStoreContext,
+    rocksdb_dir,
     sort_entries,
-    task_state_dir,
 )
 from kstream_nb.state.window_store import InMemorySessionStore, InMemoryWindowStore, SessionStore, WindowStore
 
@@ -170,8 +170,7 @@ class _RocksDBTimeStore:
     def _open_segments(self, context: StateStoreContext) -> Segments:
         if context.state_dir is None:
             raise IllegalStateError(f"RocksDB store {self._name!r} needs a state_dir")
-        self.path = task_state_dir(context.state_dir, context.application_id, context.task_id) / "rocksdb"
-        self.path = self.path / self._name
+        self.path = rocksdb_dir(context.state_dir, context.application_id, context.task_id) / self._name
         self.segments = Segments(self.path, self.segment_interval_ms)
         self.observed_stream_time = self.segments.read_meta(_META_STREAM_TIME, -1)
         self._live_from = -(2**63)

@@ -95,6 +95,32 @@ def task_state_dir(state_dir: str, application_id: str, task_id: str) -> Path:
     return Path(state_dir) / application_id / task_id
 
 
+#: the format of the keys RocksDB stores keep on disk: 2 since the default key serde writes a ``str`` key as
+#: its UTF-8 bytes (it wrote JSON before)
+ROCKSDB_FORMAT = 2
+
+
+def rocksdb_dir(state_dir: str, application_id: str, task_id: str) -> Path:
+    """A task's RocksDB directory, created and marked with ``ROCKSDB_FORMAT``."""
+    path = task_state_dir(state_dir, application_id, task_id) / "rocksdb"
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / ".format"
+    if not marker.exists():
+        marker.write_text(str(ROCKSDB_FORMAT))
+    return path
+
+
+def rocksdb_format_is_stale(task_dir: Path) -> bool:
+    """Whether ``task_dir`` holds RocksDB stores in an older format than ``ROCKSDB_FORMAT``."""
+    path = task_dir / "rocksdb"
+    if not path.exists():
+        return False
+    try:
+        return int((path / ".format").read_text()) < ROCKSDB_FORMAT
+    except (FileNotFoundError, ValueError):
+        return True
+
+
 def json_order(key: Any) -> bytes:
     """The fallback sort key: the key's JSON encoding (total order over any JSON-able key)."""
     return orjson.dumps(key, default=str, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)

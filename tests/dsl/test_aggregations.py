@@ -197,7 +197,7 @@ def test_grouped_table_rekey_subtracts_from_old_key_then_adds_to_new_key() -> No
         ("NULL", "5", 24),
         ("B", "7", 22),
     ]
-    with ks.TopologyTestDriver(b.build()) as d:
+    with ks.TopologyTestDriver(b.build(), {"default_key_serde": "string"}) as d:  # Kafka's test: String keys
         _pipe(d, "topic1", inputs)
         assert d.create_output_topic("out").read_records_to_list() == [
             TestRecord("1", "0+1", 10),

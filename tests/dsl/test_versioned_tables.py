@@ -41,8 +41,10 @@ def drivers() -> Iterator[list[ks.TopologyTestDriver]]:
         driver.close()
 
 
-def drive(drivers: list[ks.TopologyTestDriver], builder: ks.StreamsBuilder) -> ks.TopologyTestDriver:
-    driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0})
+def drive(
+    drivers: list[ks.TopologyTestDriver], builder: ks.StreamsBuilder, **config: Any
+) -> ks.TopologyTestDriver:
+    driver = ks.TopologyTestDriver(builder.build(), {"statestore_cache_max_bytes": 0, **config})
     drivers.append(driver)
     return driver
 
@@ -152,7 +154,7 @@ def test_aggregate_of_versioned_table_ignores_out_of_order_updates(drivers) -> N
         .to_stream()
         .to("out")
     )
-    driver = drive(drivers, b)
+    driver = drive(drivers, b, default_key_serde="string")  # Kafka's test: String keys
     t = driver.create_input_topic("topic1")
     for key, value, ts in [("A", "1", 10), ("A", None, 15), ("A", "1", 12), ("B", "2", 20), ("null", "3", 25),
                            ("B", "4", 23), ("NULL", "5", 24), ("B", "7", 22)]:  # fmt: skip

@@ -238,7 +238,7 @@ def test_conformance_cases_on_the_broker(conformance_app: tuple[ks.KafkaStreams,
     app, cases = conformance_app
     cluster = connect(app.config.bootstrap_servers)
     producer = cluster.producer()
-    key_serde, value_serde = serde_from("json"), serde_from("json")
+    key_serde, value_serde = serde_from("string_or_json"), serde_from("json")
     for c in cases:
         c.run_checks(0)
     for index in range(max(len(c.inputs) for c in cases)):

@@ -215,8 +215,8 @@ def test_windowed_count(on_both) -> None:
     final = {k: v[1][-1] for k, v in kafka["output"].items()}
     # ann and bob share partition 0, so bob's record at 3_000 arrives when the task's stream time is
     # 25_000, past the end of window [0, 10_000) plus the 5 s grace: dropped
-    json = serde_from("json")
-    assert default_partition(json.serialize("", "ann"), 2) == default_partition(json.serialize("", "bob"), 2)
+    keys = serde_from("string_or_json")
+    assert default_partition(keys.serialize("", "ann"), 2) == default_partition(keys.serialize("", "bob"), 2)
     expected = {"ann@0": 2, "bob@0": 1, "ann@10000": 1, "bob@10000": 1, "cat@10000": 1, "ann@20000": 2,
                 "bob@20000": 1}  # fmt: skip
     assert final == expected
@@ -305,12 +305,12 @@ def round_trip(backend: Backend) -> dict[str, Any]:
 
 def test_produce_and_read_topic_round_trip_with_java_partitioning(on_both) -> None:
     memory, kafka = on_both(round_trip)
-    json = serde_from("json")
+    keys = serde_from("string_or_json")  # produce's default key serde
     for name, count, size in (("keyed", 4, 40), ("columns", 3, 30)):
         frame = kafka[name]
         assert len(frame) == size
         for key, partition in zip(frame["key"], frame["partition"]):
-            assert partition == default_partition(json.serialize(name, key), count)
+            assert partition == default_partition(keys.serialize(name, key), count)
         pd.testing.assert_frame_equal(frame, memory[name])
     keyed = kafka["keyed"].sort_values("timestamp")
     assert keyed["value"].tolist() == [{"n": i} for i in range(40)]
