@@ -28,6 +28,7 @@ from kstream_nb.dsl.window_stores import (
     retention_ms,
     window_aggregate_supplier,
     window_store_builder,
+    windowed_key_serde,
 )
 from kstream_nb.durations import Duration
 from kstream_nb.errors import TopologyError
@@ -176,6 +177,7 @@ class WindowedCogroupedKStream:
             value_serde,
             name,
         )
+        table.key_serde = windowed_key_serde(key_serde, windows)
         table.window_close_ms = close_after_ms(windows)
         return table
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.windowed_serdes import SessionWindowedSerde, TimeWindowedSerde
 from kstream_nb.dsl.functions import check_callable, takes_key
 from kstream_nb.dsl.repartition import RepartitionNullKeyFilter
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor import stream_stateless as ops
-from kstream_nb.processor.sink import StreamPartitioner
+from kstream_nb.processor.sink import StreamPartitioner, WindowedStreamPartitioner
 from kstream_nb.processor.topic_extractor_sink import TopicNameExtractor
 from kstream_nb.topology.naming import repartition_topic
 
@@ -174,13 +176,20 @@ class KStream:
 
         ``topic`` may be a topic name extractor, ``fn(key, value, record_context) -> topic name``, choosing
         each record's topic; as in Kafka Streams those topics must exist (they are not created).
+        A windowed key serde (``"windowed(10s):string"``, ``"session-windowed:string"``; a windowed aggregation of
+        a stream with a key serde has one) writes Kafka Streams' windowed keys and, as Kafka, partitions by the
+        key inside, so every window of a key lands in one partition. Without a key serde a ``Windowed`` key is JSON.
         """
         node = name or self._builder.new_name("KSTREAM-SINK")
+        key_spec = key_serde if key_serde is not None else self.key_serde
+        key_serde = None if key_spec is None else serde_from(key_spec)
+        if partitioner is None and isinstance(key_serde, TimeWindowedSerde | SessionWindowedSerde):
+            partitioner = WindowedStreamPartitioner(key_serde)  # as Kafka's StreamSinkNode: by the inner key
         self._builder.topology.add_sink(
             node,
             topic,
             self.node,
-            key_serde=key_serde if key_serde is not None else self.key_serde,
+            key_serde=key_serde,
             value_serde=value_serde if value_serde is not None else self.value_serde,
             partitioner=partitioner,
         )

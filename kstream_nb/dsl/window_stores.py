@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
+from kstream_nb.cluster.windowed_serdes import SessionWindowedSerde, TimeWindowedSerde
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import TopologyError
 from kstream_nb.processor.window_aggregate import (
@@ -89,6 +92,20 @@ def close_after_ms(windows: Windows) -> int:
     if isinstance(windows, SessionWindows):
         return windows.grace_ms + windows.gap_ms
     return windows.grace_ms
+
+
+def windowed_key_serde(key_serde: Any, windows: Windows) -> Serde | None:
+    """The key serde of a windowed aggregation's table, as Kafka's: the grouping's key serde inside a
+    ``TimeWindowedSerde`` (window size; a sliding window's time difference) or ``SessionWindowedSerde``, so its
+    records go out as Java's windowed keys; None (the app's default, JSON for a Windowed key) when it has none."""
+    if key_serde is None:
+        return None
+    inner = serde_from(key_serde)
+    if isinstance(windows, SessionWindows):
+        return SessionWindowedSerde(inner)
+    return TimeWindowedSerde(
+        inner, windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
+    )
 
 
 def window_store_builder(store_name: str, windows: Windows, retention: int, key_serde: Any, value_serde: Any,

@@ -18,6 +18,7 @@ from kstream_nb.dsl.window_stores import (
     retention_ms,
     window_aggregate_supplier,
     window_store_builder,
+    windowed_key_serde,
 )
 from kstream_nb.durations import Duration
 from kstream_nb.processor.window_aggregate import ON_WINDOW_CLOSE, ON_WINDOW_UPDATE
@@ -47,7 +48,12 @@ def _none() -> None:
 
 
 class WindowedKStream:
-    """A grouped stream cut into windows; aggregations return a KTable keyed by ``Windowed(key, start, end)``."""
+    """A grouped stream cut into windows; aggregations return a KTable keyed by ``Windowed(key, start, end)``.
+
+    As in Kafka Streams, when the grouping has a key serde the table's key serde is that serde in Kafka's windowed
+    format (``TimeWindowedSerde`` with the window size, ``SessionWindowedSerde``), so ``to_stream().to(topic)``
+    writes what a Java app writes; without one, ``Windowed`` keys go out with the default serde (JSON).
+    """
 
     def __init__(self, grouped: KGroupedStream, windows: Windows) -> None:
         self._grouped = grouped
@@ -107,6 +113,6 @@ class WindowedKStream:
         )
         processor = window_aggregate_supplier(windows, store_name, initializer, aggregator, merger, self._emit)
         builder.topology.add_processor(node, processor, stream.node, stores=[store_name])
-        table = KTable(builder, node, grouped.key_serde, value_serde, store_name)
+        table = KTable(builder, node, windowed_key_serde(grouped.key_serde, windows), value_serde, store_name)
         table.window_close_ms = close_after_ms(windows)
         return table

@@ -123,12 +123,30 @@ class SinkProcessor(FusedProcessor):
         return None
 
 
+class WindowedStreamPartitioner:
+    """Kafka's ``WindowedStreamPartitioner``, which the DSL's ``to`` uses with a windowed key serde: a windowed
+    key goes to the partition of its key alone (murmur2 of the inner key's bytes), whatever its window."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+
+    def partition(self, topic: str, key: Any, num_partitions: int) -> int | None:
+        key_bytes = None if key is None else self.serde.serialize_base_key(topic, key)
+        return None if key_bytes is None else default_partition(key_bytes, num_partitions)
+
+    def __call__(self, key: Any, value: Any, num_partitions: int) -> int | None:
+        raise TypeError("WindowedStreamPartitioner needs the topic: the sink calls partition(topic, key, n)")
+
+
 def chosen_partition(partitioner: Any, task: Any, topic: str, key: Any, value: Any) -> int | None:
     """The partition a sink's ``partitioner`` picks for a record (None: the producer's own choice)."""
     if partitioner is None:
         return None
     count = task.partition_count(topic)
-    partition = partitioner(key, value, count)
+    if isinstance(partitioner, WindowedStreamPartitioner):
+        partition = partitioner.partition(topic, key, count)
+    else:
+        partition = partitioner(key, value, count)
     if partition is not None and not 0 <= partition < count:
         raise ValueError(f"partitioner returned partition {partition} for topic {topic!r} with {count} partitions")
     return partition

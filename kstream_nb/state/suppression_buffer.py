@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from kstream_nb.cluster.records import Headers
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
 from kstream_nb.cluster.serdes import JoinedSerializers, Serde
-from kstream_nb.cluster.windowed_serdes import Windowed
+from kstream_nb.cluster.windowed_serdes import SessionWindowedSerde, TimeWindowedSerde, Windowed
 from kstream_nb.errors import IllegalStateError, SerializationError
 from kstream_nb.processor.api import Change
 from kstream_nb.processor.change_serde import ChangeSerde
@@ -43,8 +43,9 @@ class BufferKeySerde(Serde):
     """Buffer keys: a flag byte, then the table key's bytes; windowed keys add start and end (8 bytes each)."""
 
     def __init__(self, inner: Serde) -> None:
-        self.inner = inner
-        self._serializers = JoinedSerializers(inner)
+        # a windowed table's key serde (Kafka's windowed format): the buffer writes the window itself
+        self.inner = inner.inner if isinstance(inner, TimeWindowedSerde | SessionWindowedSerde) else inner
+        self._serializers = JoinedSerializers(self.inner)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if isinstance(data, Windowed):
