@@ -178,7 +178,7 @@ class KStream:
         each record's topic; as in Kafka Streams those topics must exist (they are not created).
         A windowed key serde (``"windowed(10s):string"``, ``"session-windowed:string"``; a windowed aggregation of
         a stream with a key serde has one) writes Kafka Streams' windowed keys and, as Kafka, partitions by the
-        key inside, so every window of a key lands in one partition. Without a key serde a ``Windowed`` key is JSON.
+        key inside, so every window of a key lands in one partition. With no key serde a ``Windowed`` key is JSON.
         """
         node = name or self._builder.new_name("KSTREAM-SINK")
         key_spec = key_serde if key_serde is not None else self.key_serde
