@@ -7,13 +7,19 @@ from __future__ import annotations
 import json
 import struct
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from tests.registry_server import RegistryServer, RegistryServerError
 
 pytestmark = pytest.mark.registry
 
@@ -123,3 +129,35 @@ def test_json_serializer_writes_the_registered_id(client: SchemaRegistryClient, 
     assert data[:5] == b"\x00" + struct.pack(">I", schema_id)
     assert json.loads(data[5:]) == {"id": 7, "note": "x"}
     assert JSONDeserializer(None, schema_registry_client=client)(data, ctx) == {"id": 7, "note": "x"}
+
+
+def _order_message_class() -> Any:
+    """The class of ``PROTO``'s ``shop.Order``, made from its descriptor (as protoc's output would be)."""
+    proto = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop", syntax="proto3")
+    order = proto.message_type.add(name="Order")
+    optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    order.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64, label=optional)
+    order.field.add(name="note", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=optional)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_writes_the_registered_id(client: SchemaRegistryClient, subject: str) -> None:
+    """confluent_kafka registers a Protobuf schema as its base64 FileDescriptorProto; Apicurio takes that."""
+    order = _order_message_class()
+    topic = subject.removesuffix("-value")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    data = ProtobufSerializer(order, client, {"use.deprecated.format": False})(order(id=7, note="x"), ctx)
+
+    schema_id = client.get_latest_version(subject).schema_id
+    # magic byte, schema id, message index [0] (one zero byte), then the message: field 1 = 7, field 2 = "x"
+    assert data == b"\x00" + struct.pack(">I", schema_id) + b"\x00" + b"\x08\x07\x12\x01x"
+    decoded = ProtobufDeserializer(order, {"use.deprecated.format": False})(data, ctx)
+    assert (decoded.id, decoded.note) == (7, "x")
+
+
+def test_a_server_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:
+    server = RegistryServer(tmp_path, heap="1k")  # the JVM refuses a heap this small and exits
+    with pytest.raises(RegistryServerError, match=r"exited with code 1 while starting(.|\n)*heap"):
+        server.start(timeout=60)
