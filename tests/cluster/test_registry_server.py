@@ -53,7 +53,7 @@ def subject(request: pytest.FixtureRequest) -> str:
 def test_an_avro_schema_is_registered_and_read_back_by_id(client: SchemaRegistryClient, subject: str) -> None:
     schema_id = client.register_schema(subject, Schema(json.dumps(ORDER_V1), "AVRO"))
 
-    assert json.loads(client.get_schema(schema_id).schema_str) == ORDER_V1
+    assert json.loads(client.get_schema(schema_id).schema_str or "") == ORDER_V1
     latest = client.get_latest_version(subject)
     assert (latest.version, latest.schema_id) == (1, schema_id)
     assert client.get_versions(subject) == [1]
@@ -92,7 +92,7 @@ def test_a_protobuf_schema_is_registered_and_read_back(client: SchemaRegistryCli
     assert registered.schema_type == "PROTOBUF"
     # Apicurio answers its canonical text (formatted by Square's Wire: a comment header, blank lines between
     # fields); the declarations are the ones registered
-    assert _declarations(registered.schema_str) == _declarations(PROTO)
+    assert _declarations(registered.schema_str or "") == _declarations(PROTO)
     assert client.get_latest_version(subject).schema_id == schema_id
     assert client.register_schema(subject, Schema(PROTO, "PROTOBUF")) == schema_id
 
@@ -106,7 +106,7 @@ def test_a_json_schema_is_registered_and_read_back(client: SchemaRegistryClient,
 
     registered = client.get_schema(schema_id)
     assert registered.schema_type == "JSON"
-    assert json.loads(registered.schema_str) == JSON_SCHEMA
+    assert json.loads(registered.schema_str or "") == JSON_SCHEMA
 
 
 def test_avro_serializer_writes_the_registered_id(client: SchemaRegistryClient, subject: str) -> None:
