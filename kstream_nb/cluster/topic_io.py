@@ -243,8 +243,8 @@ def _target_partitions(topic: str, frame: pd.DataFrame, keys: list[Any], count: 
 def read_topic(
     topic: str,
     bootstrap_servers: str = "memory://",
-    key_serde: SerdeSpec = "string_or_json",
-    value_serde: SerdeSpec = "json",
+    key_serde: SerdeSpec = "auto",
+    value_serde: SerdeSpec = "auto",
     from_beginning: bool = True,
     max_records: int | None = None,
     client_config: Mapping[str, Any] | None = None,
@@ -254,6 +254,8 @@ def read_topic(
 ) -> pd.DataFrame:
     """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
 
+    Keys and values are decoded record by record by default (``"auto"``: Schema Registry wire format, JSON,
+    text, Kafka's 4/8-byte numbers, else the bytes); give a serde spec to read them one way.
     ``max_records`` caps the rows (partition by partition); with ``from_beginning=False`` it gives the
     last ``max_records`` records of each partition (and nothing without it).
     ``client_config``: Kafka client settings (``security.protocol``, ``sasl.*``...) for a Kafka cluster.

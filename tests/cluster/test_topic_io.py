@@ -128,7 +128,14 @@ def test_read_missing_topic(bootstrap: str) -> None:
 def test_deserialization_error_names_position(bootstrap: str) -> None:
     produce("t", ["a", "b"], bootstrap, value_serde="string")
     with pytest.raises(DeserializationError, match=r"topic=t, partition=0, offset=0"):
-        read_topic("t", bootstrap)
+        read_topic("t", bootstrap, value_serde="json")
+
+
+def test_read_topic_decodes_each_record_as_it_was_written_by_default(bootstrap: str) -> None:
+    produce("t", ["a", "b"], bootstrap, value_serde="string")
+    produce("t", [("k", {"n": 1})], bootstrap)
+    produce("t", [7], bootstrap, value_serde="long")
+    assert read_topic("t", bootstrap)["value"].tolist() == ["a", "b", {"n": 1}, 7]
 
 
 def test_empty_frame_and_timestamp_count_mismatch(bootstrap: str) -> None:
