@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from kstream_nb.cluster.auto_serde import AutoSerde
 from kstream_nb.cluster.schema_registry import registry_configs
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
@@ -123,6 +124,12 @@ class StreamsConfig:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.python_gc_threshold, int) or self.python_gc_threshold < 0:
             raise ValueError(f"python_gc_threshold must be an int >= 0, got {self.python_gc_threshold!r}")
+        for name in ("default_key_serde", "default_value_serde"):
+            if isinstance(getattr(self, name), AutoSerde):
+                raise ValueError(
+                    f"{name}='auto' is for exploring (read_topic, %kstream tail), not apps: an app needs one "
+                    "format per topic, or records written differently land in different stores"
+                )
         if self.dead_letter_topic is None:
             self.dead_letter_topic = f"{self.application_id}-dlq"
         self.serde_configs()  # a bad schema_registry_url or schema_registry_config setting fails here

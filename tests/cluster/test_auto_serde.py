@@ -179,6 +179,9 @@ def test_apps_refuse_auto_for_their_sources() -> None:
         builder.global_table("countries", key_serde="auto")
     with pytest.raises(TopologyError, match="source topic 'a, b': value_serde='auto'"):
         Topology().add_source("src", "a", "b", value_serde=AutoSerde)
+    for name in ("default_key_serde", "default_value_serde"):
+        with pytest.raises(ValueError, match=f"{name}='auto' is for exploring"):
+            ks.StreamsConfig.of(application_id="a", **{name: "auto"})
 
 
 def _reading_class() -> type[Any]:
