@@ -40,6 +40,7 @@ from kstream_nb.cluster.serdes import (
     StringSerde,
 )
 from kstream_nb.cluster.topic_io import produce, read_topic
+from kstream_nb.cluster.windowed_serdes import SessionWindowedSerde, TimeWindowedSerde, ValueAndTimestampSerde
 
 __all__ = [
     "Admin",
@@ -65,14 +66,17 @@ __all__ = [
     "RecordMetadata",
     "Serde",
     "Serdes",
+    "SessionWindowedSerde",
     "ShortSerde",
     "StringOrJsonSerde",
     "StringSerde",
     "Subscription",
+    "TimeWindowedSerde",
     "TopicDescription",
     "TopicExistsError",
     "TopicPartition",
     "TopicSpec",
+    "ValueAndTimestampSerde",
     "connect",
     "default_partition",
     "get_cluster",
