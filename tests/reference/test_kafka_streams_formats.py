@@ -17,6 +17,7 @@ import uuid
 from collections import defaultdict
 from typing import Any, NamedTuple
 
+import pandas as pd
 import pytest
 
 import kstream_nb as ks
@@ -240,3 +241,20 @@ def test_the_input_covers_what_the_checks_need(java: dict[str, list[dict[str, An
     assert len(tumbling) == len(INPUT) - 1  # bob@9000 is too late for [0, 10000)
     assert {k.key for k in tumbling} == {k for k, _ in INPUT}
     assert max(k.start for k in tumbling) == 1_700_000_000_000
+
+
+def test_a_notebook_reads_a_java_apps_windowed_topic(java: dict[str, list[dict[str, Any]]]) -> None:
+    """The bytes of Java's output topic, as a Java app would have left them on a cluster, read with the specs."""
+    url = f"memory://formats-{uuid.uuid4().hex}"
+    try:
+        records = java["session-out"]
+        pairs = [(r["key"], r["value"]) for r in records]
+        timestamps = [r["timestamp"] for r in records]
+        ks.produce("sessions", pairs, url, timestamps=timestamps, key_serde="bytes", value_serde="bytes")
+        frame = ks.read_topic("sessions", bootstrap_servers=url, key_serde=SESSION_WINDOWED, value_serde="long")
+        rows = [(k, None if pd.isna(v) else int(v)) for k, v in zip(frame["key"], frame["value"])]
+        assert rows == decoded(records, SESSION_WINDOWED, "long")
+        first = frame["key"].iloc[0]
+        assert isinstance(first, ks.Windowed) and (first.key, first.start, first.end) == ("alice", 1_000, 1_000)
+    finally:
+        reset_cluster(url)
