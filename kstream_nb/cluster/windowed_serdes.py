@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kstream_nb.cluster.serdes import Serde
+from kstream_nb.cluster.serdes import Serde, _deser_error, _ser_error
 from kstream_nb.durations import Duration, to_millis
 from kstream_nb.errors import SerializationError
 
@@ -54,10 +54,6 @@ class ValueAndTimestamp(NamedTuple):
     timestamp: int
 
 
-def _preview(data: bytes) -> str:
-    return repr(bytes(data[:32])) + ("..." if len(data) > 32 else "")
-
-
 class _WrappingSerde(Serde):
     """A serde of Kafka Streams' formats around the serde of the key or value inside (``inner``)."""
 
@@ -72,15 +68,10 @@ class _WrappingSerde(Serde):
         self.inner = inner
 
     def _deser_error(self, topic: str, data: bytes, problem: str) -> SerializationError:
-        return SerializationError(
-            f"{type(self).__name__} cannot deserialize data of topic {topic!r} ({len(data)} bytes, starting "
-            f"{_preview(data)}): {problem}; expected {self.layout}"
-        )
+        return _deser_error(self, topic, data, f"{problem}; expected {self.layout}")
 
     def _ser_error(self, topic: str, data: Any, problem: str) -> SerializationError:
-        return SerializationError(
-            f"{type(self).__name__} cannot serialize a {type(data).__name__} for topic {topic!r}: {problem}"
-        )
+        return _ser_error(self, topic, data, problem)
 
     def _inner_bytes(self, topic: str, data: Any, part: Any) -> bytes:
         """The inner serde's bytes of ``part`` (the key or value inside ``data``); a None result is an error."""
