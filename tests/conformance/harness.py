@@ -372,20 +372,19 @@ class Observed(Protocol):
     def table_entry(self, store: str, key: Any) -> Any: ...
 
 
-#: the default key serde: a case's String key comes back as what Java's String bytes read as (``"1"`` -> 1)
+#: the default key serde: it reads a Java String key's bytes back as a number when they are one (``"1"`` -> 1)
 _KEYS = serde_from("string_or_json")
 
 
-def _as_read(want: dict[str, Any]) -> dict[str, Any]:
-    """An expected record with its key as kstream_nb reads the UTF-8 bytes Java's StringSerializer writes."""
-    key = want.get("key")
-    return {**want, "key": _KEYS.deserialize("", key.encode("utf-8"))} if isinstance(key, str) else want
+def _as_read(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with a str key as the default key serde reads its UTF-8 bytes (Java's String bytes), so that
+    keys compare by their bytes: a case's ``"1"``, Kafka Streams' ``"1"`` and kstream_nb's ``1`` are one key."""
+    key = record.get("key")
+    return {**record, "key": _KEYS.deserialize("", key.encode("utf-8"))} if isinstance(key, str) else record
 
 
 def check(run: Observed, node: str, expectation: dict[str, Any], history: dict[str, list[dict[str, Any]]]) -> None:
     """Asserts one expectation; check-and-clear modes consume what the node produced since the last check."""
-    if "records" in expectation:
-        expectation = {**expectation, "records": [_as_read(r) for r in expectation["records"]]}
     match = expectation["match"]
     if match == "table_state":
         for want in expectation["records"]:
@@ -393,7 +392,8 @@ def check(run: Observed, node: str, expectation: dict[str, Any], history: dict[s
             assert got is not None, f"{node}: key {want['key']!r} missing from the table"
             assert (got.value, got.timestamp) == (want["value"], want["timestamp_ms"]), f"{node}: {want['key']!r}"
         return
-    produced = [as_dict(r) for r in run.captured[node]]
+    produced = [_as_read(as_dict(r)) for r in run.captured[node]]
+    expectation = {**expectation, "records": [_as_read(r) for r in expectation.get("records", [])]}
     run.captured[node].clear()
     history[node].extend(produced)
     if match == "last_per_key":
