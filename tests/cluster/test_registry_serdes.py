@@ -17,6 +17,8 @@ import fastavro
 import numpy as np
 import pandas as pd
 import pytest
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
@@ -30,6 +32,7 @@ from tests.registry_helpers import (
     ORDER_V2,
     REGISTRIES,
     Registry,
+    expect_canonical_hash_bug,
     framing,
     order_class,
     registry_for,
@@ -44,7 +47,8 @@ def registry(request: pytest.FixtureRequest) -> Iterator[Registry]:
 # ---- Avro ---------------------------------------------------------------------------------------------------
 
 
-def test_avro_round_trip_reads_with_no_schema(registry: Registry) -> None:
+def test_avro_round_trip_reads_with_no_schema(registry: Registry, request: pytest.FixtureRequest) -> None:
+    expect_canonical_hash_bug(request, registry)
     topic = registry.topic("orders")
     orders = [("c1", {"id": "o1", "amount": 5.0}), ("c2", {"id": "o2", "amount": 20.5})]
     registry.produce(topic, orders, value_serde=ks.Serdes.avro(ORDER_V1))
@@ -57,6 +61,8 @@ def test_avro_round_trip_reads_with_no_schema(registry: Registry) -> None:
         written_id, payload = framing(data)
         assert written_id == schema_id
         assert fastavro.schemaless_reader(io.BytesIO(payload), parsed) == value
+        # a reader elsewhere (its own client, as another process has) reads them with confluent's deserializer
+        assert AvroDeserializer(registry.client)(data, SerializationContext(topic, MessageField.VALUE)) == value
     assert json.loads(registry.client.get_schema(schema_id).schema_str)["name"] in ("Order", "shop.Order")
 
 
@@ -92,7 +98,11 @@ def test_avro_records_are_dicts_column_expressions_can_filter(registry: Registry
     ("strategy", "subject"),
     [("topic", "{topic}-value"), ("record", "shop.Order"), ("topic_record", "{topic}-shop.Order")],
 )
-def test_subject_name_strategies(registry: Registry, strategy: str, subject: str) -> None:
+def test_subject_name_strategies(
+    registry: Registry, strategy: str, subject: str, request: pytest.FixtureRequest
+) -> None:
+    if strategy != "topic":  # the other subjects are new to this process's client: it fetches their schema
+        expect_canonical_hash_bug(request, registry)
     topic = registry.topic(f"strategy-{strategy}")
     schema = {**ORDER_V1, "namespace": f"shop{registry.suffix}"}
     expected = subject.format(topic=topic).replace("shop.", f"shop{registry.suffix}.")
@@ -120,6 +130,21 @@ def test_schema_evolution_a_reader_sees_both_versions(registry: Registry) -> Non
         {"id": "o1", "amount": 1.0, "currency": "EUR"},
         {"id": "o2", "amount": 2.0, "currency": "USD"},
     ]
+
+
+@pytest.mark.parametrize("registry", [pytest.param("real", marks=pytest.mark.registry)], indirect=True)
+def test_an_incompatible_schema_is_refused_with_the_registrys_message(registry: Registry) -> None:
+    topic = registry.topic("incompatible")
+    registry.produce(topic, [{"id": "o1", "amount": 1.0}], value_serde=ks.Serdes.avro(ORDER_V1))
+    # a field without a default: a reader of this version cannot read v1 records (not BACKWARD compatible)
+    v3 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "qty", "type": "int"}]}
+    with pytest.raises(SchemaRegistryError) as refused:
+        registry.produce(topic, [{"id": "o2", "amount": 2.0, "qty": 1}], value_serde=ks.Serdes.avro(v3))
+    message = str(refused.value)
+    assert f"topic '{topic}', subject '{topic}-value'" in message
+    assert f"Schema Registry at {registry.url} answered" in message and "HTTP status code 409" in message
+    assert refused.value.url == registry.url
+    assert registry.client.get_versions(f"{topic}-value") == [1]
 
 
 # ---- Protobuf -----------------------------------------------------------------------------------------------
