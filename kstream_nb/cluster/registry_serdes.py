@@ -72,6 +72,8 @@ class RegistrySerde(Serde):
         self._serializer: Callable[[Any, Any], bytes | None] | None = None
         self._deserializer: Callable[[bytes, Any], Any] | None = None
         self._contexts: dict[str, Any] = {}
+        #: serializers for the schemas records carry (what a serde with no writer schema writes them with)
+        self._carried: dict[Any, Callable[[Any, Any], bytes | None]] = {}
 
     # ---- binding ------------------------------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class RegistrySerde(Serde):
         bound._client = registry_client(configs, type(self).__name__)
         bound._is_key = bool(is_key)
         bound._serializer = bound._deserializer = None
-        bound._contexts = {}
+        bound._contexts, bound._carried = {}, {}
         return bound
 
     @property
@@ -135,7 +137,15 @@ class RegistrySerde(Serde):
         """What, besides the binding and strategy, makes two serdes of one kind equal."""
         return None
 
-    def _make_serializer(self) -> Callable[[Any, Any], bytes | None]:
+    def _writer_schema(self) -> Any:
+        """The writer's schema given to the serde (None: records must carry theirs)."""
+        return None
+
+    def _carried_schema(self, data: Any) -> Any:
+        """The schema a value read by a serde of this kind carries (None for a value built by the user)."""
+        return None
+
+    def _make_serializer(self, schema: Any) -> Callable[[Any, Any], bytes | None]:
         raise NotImplementedError
 
     def _make_deserializer(self) -> Callable[[bytes, Any], Any]:
@@ -145,20 +155,39 @@ class RegistrySerde(Serde):
         """The user's value as the serializer takes it."""
         return data
 
-    def _from_reader(self, value: Any) -> Any:
-        """The deserializer's value as the user gets it."""
+    def _from_reader(self, value: Any, data: bytes) -> Any:
+        """The deserializer's value (of the record ``data``) as the user gets it."""
         return value
+
+    def _writer(self, data: Any) -> Callable[[Any, Any], bytes | None]:
+        """The serializer of the serde's writer schema; without one, of the schema ``data`` carries (a record
+        read from a topic goes on to a changelog or a sink as it came, as Java's GenericRecord does)."""
+        self._bound_client()
+        schema = self._writer_schema()
+        if schema is not None:
+            self._serializer = self._make_serializer(schema)
+            return self._serializer
+        carried = self._carried_schema(data)
+        if carried is None:
+            raise SerializationError(
+                f"{type(self).__name__} needs the writer's schema to write a {type(data).__name__} (one read "
+                f"from a topic carries its own): {self._needs} (reading needs none: the schema id is looked up)"
+            )
+        serializer = self._carried.get(carried)
+        if serializer is None:
+            serializer = self._carried[carried] = self._make_serializer(carried)
+        return serializer
+
+    #: how to give the writer's schema (for messages)
+    _needs = ""
 
     # ---- Serde ---------------------------------------------------------------------------------------------
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
-        serializer = self._serializer
-        if serializer is None:
-            self._bound_client()
-            serializer = self._serializer = self._make_serializer()
         try:
+            serializer = self._serializer or self._writer(data)
             return serializer(self._to_writer(data), self._context(topic))
         except SerializationError:
             raise
@@ -179,7 +208,7 @@ class RegistrySerde(Serde):
                 f"schema id)"
             )
         try:
-            return self._from_reader(deserializer(bytes(data), self._context(topic)))
+            return self._from_reader(deserializer(bytes(data), self._context(topic)), data)
         except SerializationError:
             raise
         except Exception as exc:
@@ -257,6 +286,21 @@ class RegistrySerde(Serde):
         return state
 
 
+class AvroRecord(dict):
+    """An Avro record read from a topic: a dict of its fields that remembers its schema (the writer's, or the
+    reader schema it was resolved into), so it can be written again with no schema given, as Java's
+    GenericRecord can; a dict built from it (``{**record, ...}``) is a plain dict."""
+
+    __slots__ = ("schema",)
+
+    def __init__(self, fields: Mapping[str, Any], schema: str) -> None:
+        super().__init__(fields)
+        self.schema = schema
+
+    def __reduce__(self) -> Any:
+        return (AvroRecord, (dict(self), self.schema))
+
+
 def _schema_text(schema: str | Mapping[str, Any] | list[Any] | None, what: str) -> str | None:
     if schema is None:
         return None
@@ -285,6 +329,7 @@ class AvroSerde(RegistrySerde):
         super().__init__(subject_name_strategy, auto_register_schemas)
         self.schema = _schema_text(schema, "schema")
         self.reader_schema = _schema_text(reader_schema, "reader_schema")
+        self._schema_texts: dict[int, str] = {}
         self._name = self._parse(self.schema, "schema")
         self._parse(self.reader_schema, "reader_schema")
 
@@ -310,20 +355,34 @@ class AvroSerde(RegistrySerde):
     def _identity(self) -> Any:
         return (self.schema, self.reader_schema)
 
-    def _make_serializer(self) -> Callable[[Any, Any], bytes | None]:
+    _needs = "AvroSerde(schema) or Serdes.avro(schema)"
+
+    def _writer_schema(self) -> Any:
+        return self.schema
+
+    def _carried_schema(self, data: Any) -> Any:
+        return data.schema if isinstance(data, AvroRecord) else None
+
+    def _make_serializer(self, schema: Any) -> Callable[[Any, Any], bytes | None]:
         from confluent_kafka.schema_registry.avro import AvroSerializer
 
-        if self.schema is None:
-            raise SerializationError(
-                "AvroSerde needs the writer's schema to write: AvroSerde(schema) or Serdes.avro(schema) "
-                "(reading needs none: the record's schema id is looked up)"
-            )
-        return AvroSerializer(self._client, self.schema, conf=self._serde_conf(True))
+        return AvroSerializer(self._client, schema, conf=self._serde_conf(True))
 
     def _make_deserializer(self) -> Callable[[bytes, Any], Any]:
         from confluent_kafka.schema_registry.avro import AvroDeserializer
 
         return AvroDeserializer(self._client, self.reader_schema, conf=self._serde_conf(False))
+
+    def _from_reader(self, value: Any, data: bytes) -> Any:
+        if type(value) is not dict:
+            return value
+        schema = self.reader_schema
+        if schema is None:
+            schema_id = int.from_bytes(data[1:5], "big")
+            schema = self._schema_texts.get(schema_id)
+            if schema is None:
+                schema = self._schema_texts[schema_id] = self._client.get_schema(schema_id).schema_str
+        return AvroRecord(value, schema)
 
     def __repr__(self) -> str:
         return f"AvroSerde({self._name or 'no schema'}, subject_name_strategy={self.subject_name_strategy!r})"
@@ -353,12 +412,15 @@ class JsonSchemaSerde(RegistrySerde):
     def _identity(self) -> Any:
         return self.schema
 
-    def _make_serializer(self) -> Callable[[Any, Any], bytes | None]:
+    _needs = "JsonSchemaSerde(schema) or Serdes.json_schema(schema)"
+
+    def _writer_schema(self) -> Any:
+        return self.schema
+
+    def _make_serializer(self, schema: Any) -> Callable[[Any, Any], bytes | None]:
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
-        if self.schema is None:
-            raise SerializationError("JsonSchemaSerde needs the writer's schema to write: JsonSchemaSerde(schema)")
-        return JSONSerializer(self.schema, self._client, conf=self._serde_conf(True))
+        return JSONSerializer(schema, self._client, conf=self._serde_conf(True))
 
     def _make_deserializer(self) -> Callable[[bytes, Any], Any]:
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
@@ -409,15 +471,20 @@ class ProtobufSerde(RegistrySerde):
     def _serde_conf(self, writing: bool) -> dict[str, Any]:
         return {**super()._serde_conf(writing), "use.deprecated.format": False}
 
-    def _make_serializer(self) -> Callable[[Any, Any], bytes | None]:
+    _needs = "ProtobufSerde(MyMessage) or Serdes.protobuf(MyMessage)"
+
+    def _writer_schema(self) -> Any:
+        return self.message_class
+
+    def _carried_schema(self, data: Any) -> Any:
+        if isinstance(data, ProtobufRecord):
+            return data.message_class
+        return type(data) if hasattr(data, "DESCRIPTOR") else None
+
+    def _make_serializer(self, schema: Any) -> Callable[[Any, Any], bytes | None]:
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
-        if self.message_class is None:
-            raise SerializationError(
-                "ProtobufSerde needs the writer's message class to write: ProtobufSerde(MyMessage) "
-                "(reading needs none: the record's schema id is looked up)"
-            )
-        return ProtobufSerializer(self.message_class, self._client, self._serde_conf(True))
+        return ProtobufSerializer(schema, self._client, self._serde_conf(True))
 
     def _make_deserializer(self) -> Callable[[bytes, Any], Any]:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
@@ -433,16 +500,32 @@ class ProtobufSerde(RegistrySerde):
         return functools.partial(_read_by_writer_schema, reader)
 
     def _to_writer(self, data: Any) -> Any:
-        if self.message_class is not None and isinstance(data, Mapping):
-            return self.message_class(**{k: v for k, v in data.items() if v is not None})
+        if isinstance(data, Mapping):
+            message_class = self.message_class or getattr(data, "message_class", None)
+            if message_class is not None:
+                return message_class(**{k: v for k, v in data.items() if v is not None})
         return data
 
-    def _from_reader(self, value: Any) -> Any:
-        return value if self.as_messages else message_dict(value)
+    def _from_reader(self, value: Any, data: bytes) -> Any:
+        return value if self.as_messages else ProtobufRecord(message_dict(value), type(value))
 
     def __repr__(self) -> str:
         name = self._record_name() or "no message class"
         return f"ProtobufSerde({name}, subject_name_strategy={self.subject_name_strategy!r})"
+
+
+class ProtobufRecord(dict):
+    """A Protobuf message read from a topic, as a dict of its fields that remembers its message class, so it
+    can be written again (to a changelog, a sink) with no class given."""
+
+    __slots__ = ("message_class",)
+
+    def __init__(self, fields: Mapping[str, Any], message_class: type[Any]) -> None:
+        super().__init__(fields)
+        self.message_class = message_class
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))  # the class is made at run time: a pickled copy is a plain dict
 
 
 def _read_by_writer_schema(reader: Any, data: bytes, ctx: Any) -> Any:

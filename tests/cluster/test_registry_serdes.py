@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import pickle
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 import kstream_nb as ks
 from kstream_nb.cluster.memory import reset_cluster
-from kstream_nb.cluster.registry_serdes import AvroSerde, JsonSchemaSerde, ProtobufSerde
+from kstream_nb.cluster.registry_serdes import AvroRecord, AvroSerde, JsonSchemaSerde, ProtobufSerde
 from kstream_nb.cluster.schema_registry import SchemaRegistryError, embedded_registry
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.errors import DeserializationError, SerializationError
@@ -232,8 +233,34 @@ def test_bytes_not_in_the_wire_format(registry: Registry) -> None:
 def test_writing_needs_the_writers_schema(registry: Registry) -> None:
     with pytest.raises(SerializationError, match=r"needs the writer's schema"):
         registry.produce(registry.topic("no-schema"), [{"id": "o1"}], value_serde="avro")
-    with pytest.raises(SerializationError, match=r"needs the writer's message class"):
+    with pytest.raises(SerializationError, match=r"needs the writer's schema.*ProtobufSerde\(MyMessage\)"):
         registry.produce(registry.topic("no-class"), [{"id": "o1"}], value_serde="protobuf")
+
+
+def test_records_read_carry_their_schema_to_be_written_again(registry: Registry) -> None:
+    orders, copy = registry.topic("orders"), registry.topic("copy")
+    registry.produce(orders, [{"id": "o1", "amount": 1.0}], value_serde=ks.Serdes.avro(ORDER_V1))
+    (record,) = registry.read(orders, value_serde="avro")["value"]
+    assert record == {"id": "o1", "amount": 1.0} and isinstance(record, AvroRecord)
+    assert pickle.loads(pickle.dumps(record)).schema == record.schema
+    # written by name ("avro", no schema given) with the schema it carries, registered under the new subject
+    registry.produce(copy, [record], value_serde="avro")
+    assert registry.read(copy, value_serde="avro")["value"].tolist() == [record]
+    assert json.loads(registry.client.get_latest_version(f"{copy}-value").schema.schema_str)["name"] in (
+        "Order",
+        "shop.Order",
+    )
+    # a dict built by the user carries none
+    with pytest.raises(SerializationError, match=r"needs the writer's schema to write a dict"):
+        registry.produce(copy, [{**record, "amount": 2.0}], value_serde="avro")
+    order = order_class()
+    registry.produce(
+        registry.topic("pb"), [order(order_id="o1", quantity=5)], value_serde=ks.Serdes.protobuf(order)
+    )
+    (message,) = registry.read(registry.topic("pb"), value_serde="protobuf")["value"]
+    registry.produce(registry.topic("pb-copy"), [message], value_serde="protobuf")
+    (data,) = registry.read(registry.topic("pb-copy"), value_serde="bytes")["value"]
+    assert order.FromString(framing(data)[1][2:]) == order(order_id="o1", quantity=5)
 
 
 def test_embedded_registries_are_per_cluster() -> None:

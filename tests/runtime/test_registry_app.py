@@ -202,3 +202,24 @@ def test_dead_letter_gets_the_bytes_and_the_schema_id(registry: Registry) -> Non
     headers = dict(dead["headers"][0])
     assert headers["__streams.errors.offset"] == b"1"
     assert b"schema id 2147483632" in headers["__streams.errors.message"]
+
+
+def test_a_table_of_avro_records_logs_them_with_their_schema(registry: Registry) -> None:
+    """A KTable read with "avro" (no schema given) writes its changelog with each record's own schema."""
+    customers = [("c0", {"name": "Ann", "tier": "gold"}), ("c1", {"name": "Bob", "tier": "basic"})]
+    registry.produce(registry.topic("customers"), customers, value_serde=ks.Serdes.avro(CUSTOMER))
+    b = ks.StreamsBuilder()
+    table = b.table(registry.topic("customers"), value_serde="avro", store="customers")
+    table.filter(lambda k, v: v["tier"] == "gold").to_stream().to(registry.topic("gold"), value_serde="avro")
+    app = run(registry, b.build(), "table-app")
+    try:
+        app.start().wait_until_running().wait_until_idle()
+        assert dict(app.store("customers").all()) == dict(customers)
+        gold = registry.read(registry.topic("gold"), value_serde="avro")
+    finally:
+        assert app.stop()
+    assert list(zip(gold["key"], gold["value"])) == [("c0", {"name": "Ann", "tier": "gold"})]
+    changelog = f"{registry.topic('table-app')}-customers-changelog"
+    logged = registry.read(changelog, value_serde="avro")
+    assert dict(zip(logged["key"], logged["value"])) == dict(customers)
+    assert f"{changelog}-value" in registry.client.get_subjects()
