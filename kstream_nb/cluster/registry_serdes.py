@@ -36,8 +36,19 @@ SUBJECT_NAME_STRATEGIES = {
 _MAGIC_ID, _MAGIC_GUID = 0, 1
 
 
+#: the names Java's serializer settings give them (``value.subject.name.strategy``), last part of the class name
+_JAVA_STRATEGIES = {
+    "topicnamestrategy": "topic",
+    "recordnamestrategy": "record",
+    "topicrecordnamestrategy": "topic_record",
+}
+
+
 def _strategy_name(strategy: str) -> str:
+    """``topic``, ``record`` or ``topic_record`` (also as Java names them: ``...TopicRecordNameStrategy``)."""
     name = strategy.strip().lower().replace("-", "_") if isinstance(strategy, str) else strategy
+    if isinstance(name, str):
+        name = _JAVA_STRATEGIES.get(name.rsplit(".", 1)[-1], name)
     if name not in SUBJECT_NAME_STRATEGIES:
         raise ValueError(
             f"unknown subject_name_strategy {strategy!r}: use one of {', '.join(SUBJECT_NAME_STRATEGIES)}"

@@ -320,6 +320,8 @@ def test_bad_settings_fail_at_once() -> None:
         ks.read_topic(
             "x", schema_registry_url="http://127.0.0.1:1", schema_registry_config={"basic.auth.password": "p"}
         )
+    java = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
+    assert AvroSerde(ORDER_V1, java).subject_name_strategy == "topic_record"
     with pytest.raises(ValueError, match=r"unknown subject_name_strategy 'subject'"):
         AvroSerde(ORDER_V1, "subject")
     with pytest.raises(ValueError, match=r"invalid Avro schema"):
