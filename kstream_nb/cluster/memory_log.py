@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -85,6 +85,7 @@ class RawSegment:
     offsets: list[int] | None = None
     max_timestamp: int = -1
     last_append_ms: int = 0
+    payload: int | None = None  # payload_bytes() once the segment is closed (it no longer changes)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -113,6 +114,7 @@ class ColumnarSegment:
     batch: ColumnarBatch
     max_timestamp: int
     last_append_ms: int
+    payload: int | None = None  # payload_bytes(), computed on first use: serializing the batch costs
 
     def __len__(self) -> int:
         return len(self.batch)
@@ -316,6 +318,28 @@ class PartitionLog:
             last_append_ms=seg.last_append_ms,
         )
 
+    def payload_bytes(self) -> int:
+        """The bytes of the partition's keys, values and headers (names and values) as they are stored:
+        what its records weigh without Kafka's batch overhead; closed segments keep their sum."""
+        with self.lock:
+            segments = list(self._segments)
+        total = 0
+        for i, seg in enumerate(segments):
+            if seg.payload is not None:
+                total += seg.payload
+                continue
+            if isinstance(seg, ColumnarSegment):
+                size = _records_size(
+                    (k, v, h) for k, v, _, h, _ in seg.batch.serialized(self.topic, self.partition)
+                )
+            else:
+                with self.lock:
+                    size = _records_size(zip(seg.keys, seg.values, seg.headers, strict=False))
+            if isinstance(seg, ColumnarSegment) or i < len(segments) - 1:
+                seg.payload = size
+            total += size
+        return total
+
     def fetch(self, offset: int, max_records: int) -> tuple[list[FetchedBatch], int]:
         """Up to ``max_records`` records from ``offset`` (>= start offset) and the offset after them."""
         ts_type = self.config.timestamp_type
@@ -381,6 +405,16 @@ class _RawSlice:
         offsets = list(self.offsets)
         raw = (offsets, self.keys, self.values, self.timestamps, self.headers)
         return FetchedBatch(topic, partition, offsets[0], None, None, self.next_offset, ts_type, raw=raw)
+
+
+def _records_size(records: Iterable[tuple[bytes | None, bytes | None, Headers]]) -> int:
+    """The summed lengths of keys, values, header names (UTF-8) and header values."""
+    total = 0
+    for key, value, headers in records:
+        total += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        for name, header in headers:
+            total += len(name.encode()) + (len(header) if header is not None else 0)
+    return total
 
 
 def _slice_batch(batch: ColumnarBatch, lo: int, hi: int) -> ColumnarBatch:
