@@ -99,22 +99,3 @@ def order_class() -> type[Any]:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return GetMessageClass(pool.FindMessageTypeByName("shop.PbOrder"))
-
-
-#: Apicurio 2.4 with ``registry.ccompat.use-canonical-hash=true`` (tests/registry_server.py) stores the canonical
-#: form of an Avro schema, its record fields sorted by name, and answers it for the schema's id: a reader that
-#: fetches the schema (another process, a Java consumer) decodes the records' fields in the wrong order
-#: (Apicurio issue #2902). The session's server needs that setting removed; until then these cases fail.
-CANONICAL_HASH_BUG = (
-    "the test registry runs with registry.ccompat.use-canonical-hash=true, so Apicurio 2.4 answers Avro schemas "
-    "with their fields sorted by name (Apicurio #2902): records read with the schema fetched by id come out wrong"
-)
-
-
-def expect_canonical_hash_bug(request: pytest.FixtureRequest, registry: Registry) -> None:
-    """Marks a test that reads Avro records with a schema fetched from the real registry as failing (strictly:
-    it must fail there) while the session's registry sorts Avro fields; see ``CANONICAL_HASH_BUG``."""
-    from tests.registry_server import CONFLUENT_DEFAULTS
-
-    if registry.kind == "real" and CONFLUENT_DEFAULTS.get("registry.ccompat.use-canonical-hash") == "true":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CANONICAL_HASH_BUG))

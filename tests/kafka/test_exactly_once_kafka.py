@@ -424,7 +424,7 @@ def test_exactly_once_v2_final_window_results_survive_sigkill(kafka_bootstrap: s
         committed = set(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)["key"])
         uncommitted = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap, isolation_level="read_uncommitted")
         absent = sorted(set(windows) - committed)
-        word_key = serde_from("string_or_json").serializer(sink)  # the app's key serde: the repartition key of a word
+        word_key = serde_from("string_or_json").serializer(sink)  # the app's key serde: a word's repartition key
         per_task = Counter(default_partition(word_key(k.split("@")[0]) or b"", PARTITIONS) for k in absent)
         logged = [
             line
