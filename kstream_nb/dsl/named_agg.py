@@ -1,4 +1,4 @@
-"""Pandas-style named aggregations for grouped streams: ``g.agg(total=("amount", "sum"))``."""
+"""Pandas-style named aggregations for grouped and windowed streams: ``g.agg(total=("amount", "sum"))``."""
 
 from __future__ import annotations
 
@@ -73,3 +73,29 @@ def named_aggregation(
         return out
 
     return initializer, aggregator, finish
+
+
+def named_merger(specs: Mapping[str, Any]) -> Callable[[Any, Any, Any], dict[str, Any]]:
+    """Merges two sessions' running states (``a`` the earlier session): sums add, extremes compare, means
+    add their ``[sum, n]``, ``first`` keeps the earlier session's and ``last`` the later one's."""
+    checked = _check(specs)
+
+    def merger(key: Any, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for name, (_, fn) in checked.items():
+            x, y = a[name], b[name]
+            if fn in ("sum", "count"):
+                out[name] = x + y
+            elif fn == "mean":
+                out[name] = [x[0] + y[0], x[1] + y[1]]
+            elif x is None or y is None:
+                out[name] = y if x is None else x
+            elif fn == "min":
+                out[name] = min(x, y)
+            elif fn == "max":
+                out[name] = max(x, y)
+            else:
+                out[name] = x if fn == "first" else y
+        return out
+
+    return merger

@@ -1,4 +1,4 @@
-"""Windowed grouped streams: ``group_by_key().windowed_by(windows)`` then count/reduce/aggregate.
+"""Windowed grouped streams: ``group_by_key().windowed_by(windows)`` then count/reduce/aggregate/agg.
 
 ``retention=`` on an aggregation is Kafka's ``Materialized.withRetention``: how long the store keeps
 windows (at least size + grace; see ``kstream_nb.dsl.window_stores``).
@@ -91,6 +91,22 @@ class WindowedKStream:
         if isinstance(self.windows, SessionWindows) and merger is None:
             raise TypeError("aggregate over SessionWindows needs merger(key, agg1, agg2) to merge sessions")
         return self._aggregate(initializer, aggregator, store, value_serde, merger, retention)
+
+    def agg(self, store: str | None = None, retention: Duration | None = None, **named: Any) -> KTable:
+        """Pandas-style named aggregations per key and window: ``w.agg(total=("amount", "sum"))``.
+
+        The same functions as ``KGroupedStream.agg`` (sum, count, min, max, mean, first, last; nulls skipped);
+        sessions merge their partial aggregates. The running state lives in the window store
+        ``{store}-agg-state``; ``store`` names the finished rows (keyed by ``Windowed``), as ``agg`` on a
+        grouped stream does.
+        """
+        from kstream_nb.dsl.named_agg import named_aggregation, named_merger
+
+        initializer, aggregator, finish = named_aggregation(named)
+        merger = named_merger(named) if isinstance(self.windows, SessionWindows) else None
+        state_store = f"{store}-agg-state" if store else None
+        table = self._aggregate(initializer, aggregator, state_store, None, merger, retention)
+        return table.map_values(finish, store=store)
 
     def _aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                    store: str | None, value_serde: Any, merger: Any,
