@@ -7,6 +7,7 @@ default), test it with ``TopologyTestDriver``, and feed/inspect topics with ``pr
 from types import ModuleType as _ModuleType
 
 from kstream_nb.cluster.export import export_topic
+from kstream_nb.cluster.profile import TopicProfile, profile_topic
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.cluster.serde_specs import Serdes
 from kstream_nb.cluster.serdes import Serde
@@ -120,6 +121,7 @@ __all__ = [
     "TimeWindows",
     "TimestampExtractor",
     "TopicPartition",
+    "TopicProfile",
     "Topology",
     "TopologyError",
     "TopologyTestDriver",
@@ -132,6 +134,7 @@ __all__ = [
     "export_topic",
     "lit",
     "produce",
+    "profile_topic",
     "read_topic",
     "running_apps",
     "until_time_limit",

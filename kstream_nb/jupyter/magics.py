@@ -11,10 +11,11 @@ runs the body (IPython syntax allowed) in the user namespace with ``builder`` (a
 cell again first stops the app (and dashboard thread) it started before; an error in the body is an
 ordinary traceback and leaves nothing running.
 
-Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N]
+Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC [-n N]
 [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME
 | dashboard NAME | kafka start|stop|status [--port P]`` (the local Apache Kafka of ``kstream-nb kafka``).
-``tail`` shows each key and value in the format it was written in (the ``auto`` serde).
+``tail`` shows each key and value in the format it was written in (the ``auto`` serde); ``topics TOPIC
+[--sample N] [--spread]`` profiles one topic (``ks.profile_topic``).
 Kernel shutdown (interpreter exit) stops every app and refresher.
 """
 
@@ -39,6 +40,7 @@ from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.local_kafka import DEFAULT_DATA_DIR as DEFAULT_KAFKA_DATA_DIR
 from kstream_nb.cluster.local_kafka import DEFAULT_PORT as DEFAULT_KAFKA_PORT
 from kstream_nb.cluster.local_kafka import BrokerStatus, LocalKafka, LocalKafkaError
+from kstream_nb.cluster.profile import DEFAULT_SAMPLE, TopicProfile, profile_topic
 from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
 from kstream_nb.jupyter.refresher import stop_all_refreshers
@@ -212,8 +214,12 @@ def _line_parser() -> _Parser:
     s = sub.add_parser("describe", add_help=False)
     s.add_argument("name")
     s = sub.add_parser("topics", add_help=False)
+    s.add_argument("topic", nargs="?")
     s.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP)
     s.add_argument("--internal", action="store_true")
+    s.add_argument("--sample", type=int, default=DEFAULT_SAMPLE)
+    s.add_argument("--spread", action="store_true")
+    s.add_argument("--schema-registry", default=None, dest="schema_registry")
     s = sub.add_parser("tail", add_help=False)
     s.add_argument("topic")
     s.add_argument("-n", type=int, default=10)
@@ -333,9 +339,9 @@ class KStreamMagics(Magics):
         command = args.command
         if command is None:
             raise UsageError(
-                "usage: %kstream list | stop NAME | stop --all | describe NAME | topics | tail TOPIC [-n N] "
-                "[--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME "
-                "| reset NAME | dashboard NAME | kafka start|stop|status [--port P]"
+                "usage: %kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC "
+                "[-n N] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment "
+                "NAME | reset NAME | dashboard NAME | kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
 
@@ -392,7 +398,17 @@ class KStreamMagics(Magics):
     def _cmd_describe(self, args: argparse.Namespace) -> TopologyGraph:
         return TopologyGraph(get_app(args.name))
 
-    def _cmd_topics(self, args: argparse.Namespace) -> pd.DataFrame:
+    def _cmd_topics(self, args: argparse.Namespace) -> pd.DataFrame | TopicProfile:
+        if args.topic is not None:
+            if args.sample < 1:
+                raise UsageError(f"--sample must be >= 1, got {args.sample}")
+            return profile_topic(
+                args.topic,
+                args.bootstrap,
+                sample=args.sample,
+                sampling="spread" if args.spread else "last",
+                schema_registry_url=args.schema_registry,
+            )
         admin = connect(args.bootstrap).admin()
         rows = []
         for name in sorted(admin.list_topics()):
