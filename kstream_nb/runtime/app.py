@@ -540,13 +540,13 @@ class KafkaStreams:
         }
 
     def group_assignment(self) -> dict[str, dict[str, Any]]:
-        """Every instance and thread of the application: task id -> {"thread", "instance", "standby"}, the
-        last one being the instances keeping standby copies (as of the last rebalance; on Kafka, as the
-        members last reported on the group-members board)."""
+        """Every instance and thread of the application: task id -> {"thread", "instance", "standby",
+        "partitions"}: the instances keeping standby copies and the partitions the task reads (as of the last
+        rebalance; on Kafka, as the members last reported on the group-members board)."""
         view: dict[str, dict[str, Any]] = {}
         for thread in list(self._threads):
-            for tid, (member, pid, standby) in dict(thread.group_view).items():
-                view[tid] = {"thread": member, "instance": pid, "standby": list(standby)}
+            for tid, (member, pid, standby, partitions) in dict(thread.group_view).items():
+                view[tid] = {"thread": member, "instance": pid, "standby": list(standby), "partitions": partitions}
         return dict(sorted(view.items()))
 
     def lag(self) -> dict[str, int]:

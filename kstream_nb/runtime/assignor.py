@@ -222,7 +222,7 @@ class StreamsPartitionAssignor:
                 "active": {t.task_id: list(t.partitions) for t in mine},
                 "missing_topics": list(self.missing_topics),
                 "pending_tasks": pending,
-                "all": {t.task_id: (*me, []) for t in mine},
+                "all": {t.task_id: (*me, [], sorted(map(str, t.partitions))) for t in mine},
                 # the whole group's tasks: members place standby tasks themselves (runtime/group_members.py)
                 "layout": {t.task_id: (t.partition, per_sub[t.subtopology]) for t in tasks},
                 "stateful": sorted(t.task_id for t in tasks if t.subtopology in stateful),
@@ -280,6 +280,7 @@ class StreamsPartitionAssignor:
                             sorted(
                                 _process_of(subscriptions[m]) for m, ids in standbys.items() if t.task_id in ids
                             ),
+                            sorted(map(str, t.partitions)),
                         )
                         for t in tasks
                     },

@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -42,6 +42,8 @@ class Member:
     standby: tuple[str, ...]
     assigned_ms: int
     heartbeat_ms: int
+    #: task id -> the partitions it reads (``topic-partition``), so every member can show them
+    partitions: Mapping[str, list[str]] = field(default_factory=dict)
 
 
 def group_members_topic(application_id: str) -> str:

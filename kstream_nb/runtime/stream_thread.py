@@ -273,6 +273,7 @@ class StreamThread(threading.Thread):
                 thread=self.name,
                 active=tuple(sorted(self.tasks)),
                 standby=tuple(sorted(self.standbys)),
+                partitions=self.assignment(),
                 assigned_ms=self._assigned_ms,
                 heartbeat_ms=wall_clock_ms(),
             )
@@ -290,7 +291,7 @@ class StreamThread(threading.Thread):
                 standby_instances.setdefault(tid, set()).add(member.process_id)
         owners = active_owners(members)
         self.group_view = {
-            tid: (m.thread, m.process_id, sorted(standby_instances.get(tid, ())))
+            tid: (m.thread, m.process_id, sorted(standby_instances.get(tid, ())), list(m.partitions.get(tid, ())))
             for tid, m in sorted(owners.items())
         }
         if self.config.num_standby_replicas > 0:

@@ -20,7 +20,7 @@ class AssignmentView(LiveWidget):
 
     Tasks that changed owner in the last rebalance are highlighted for ``highlight_s`` seconds; ``moves``
     keeps the latest moves (task, from, to). Other instances of the same application id show their tasks
-    from the group's last assignment (their partitions are known to them only).
+    and partitions from the group's last assignment.
     """
 
     def __init__(
@@ -48,6 +48,7 @@ class AssignmentView(LiveWidget):
         local = self.app.assignment()
         for task, info in self.app.group_assignment().items():
             owners[task] = (str(info.get("instance", "?")), str(info.get("thread", "?")))
+            partitions[task] = list(info.get("partitions", ()))
         for thread, tasks in local.items():
             for task, parts in tasks.items():
                 owners[task] = (self.app.process_id, thread)
