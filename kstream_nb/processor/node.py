@@ -22,6 +22,7 @@ from kstream_nb.processor.record_context import RecordContext
 if TYPE_CHECKING:
     from kstream_nb.cluster.serdes import Serde
     from kstream_nb.processor.timestamps import TimestampExtractor
+    from kstream_nb.processor.window_time import LateRecord
     from kstream_nb.state.store import StateStore
 
 #: A node (and what it is fused with) called with a record's key and value; the record's timestamp and
@@ -57,7 +58,7 @@ class TaskHandle(Protocol):
 
     def wall_clock_ms(self) -> int: ...
 
-    def record_dropped(self, processor: str, reason: str) -> None: ...
+    def record_dropped(self, processor: str, reason: str, late: LateRecord | None = None) -> None: ...
 
     def resolve_topic(self, name: str) -> str:
         """The cluster topic for a topology topic name (internal topics get the application id prefix)."""
@@ -434,9 +435,10 @@ class NodeContext(ProcessorContext):
     def current_system_time_ms(self) -> int:
         return self._task.wall_clock_ms()
 
-    def record_dropped(self, reason: str) -> None:
-        """Counts a record this node skipped (null key, late, ...) in the dropped-records metric."""
-        self._task.record_dropped(self._node.name, reason)
+    def record_dropped(self, reason: str, late: LateRecord | None = None) -> None:
+        """Counts a record this node skipped (null key, late, ...) in the dropped-records metric; ``late``: the
+        window it missed, kept among the task's last late records (``KafkaStreams.dropped_records``)."""
+        self._task.record_dropped(self._node.name, reason, late)
 
 
 def fan_out(entries: list[Entry]) -> Entry:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kstream_nb.processor.api import Processor, Record
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.window_time import OpenWindow
 from kstream_nb.processor.windows import JoinWindows
 from kstream_nb.state.join_buffer import JoinBuffer
 
@@ -49,6 +50,20 @@ class KStreamKStreamJoinSide(Processor):
         self.buffer: JoinBuffer | None = (
             context.get_state_store(self.buffer_store_name) if self.buffer_store_name else None
         )
+
+    def oldest_open_window(self) -> OpenWindow | None:
+        """The join window of the oldest record still waiting for matches (``ts + after + grace >= stream
+        time``, as the join buffer expires them): ``[stream time - grace - before - after, stream time - grace]``,
+        the same on both sides. Stream time: the join's shared one (outer joins), else what the stores saw."""
+        w = self.windows
+        if self.buffer is not None:
+            stream_time = self.buffer.stream_time
+        else:
+            stream_time = max(self.this_store.observed_stream_time, self.other_store.observed_stream_time)
+        if stream_time < 0:
+            return None
+        end = stream_time - w.grace_ms
+        return OpenWindow(self.this_store_name, stream_time, end - w.before_ms - w.after_ms, end)
 
     def _join(self, this: Any, other: Any) -> Any:
         return self.joiner(this, other) if self.left_side else self.joiner(other, this)

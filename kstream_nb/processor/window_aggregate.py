@@ -13,8 +13,10 @@ from typing import Any
 
 from kstream_nb.processor.api import Change, Processor, Record
 from kstream_nb.processor.node import NodeContext
+from kstream_nb.processor.window_time import LateRecord, OpenWindow
 from kstream_nb.processor.windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.state.caching import caching_layer
+from kstream_nb.state.changelogging import StoreMeter
 from kstream_nb.state.store import sort_entries
 from kstream_nb.state.timestamped import ValueAndTimestamp
 
@@ -86,6 +88,11 @@ class _WindowAggregate(Processor):
     def _drop(self, reason: str) -> None:
         self.context.record_dropped(reason)
 
+    def _drop_late(self, key: Any, ts: int, start: int, end: int, close_time: int) -> None:
+        """Counts a record for the closed window ``[start, end]`` and keeps it among the task's late records."""
+        late = LateRecord(key, ts, start, end, self.observed_stream_time, close_time - end)
+        self.context.record_dropped("record for a closed window", late)
+
 
 class KStreamWindowAggregate(_WindowAggregate):
     """Tumbling/hopping windows ``[start, start + size)``; a record updates every open window containing it."""
@@ -109,7 +116,7 @@ class KStreamWindowAggregate(_WindowAggregate):
         for start in self.windows.window_starts(ts):
             end = start + size
             if end <= close_time:
-                self._drop("record for a closed window")
+                self._drop_late(key, ts, start, end, close_time)
                 continue
             old = self.store.fetch(key, start)
             if old is None:
@@ -122,6 +129,15 @@ class KStreamWindowAggregate(_WindowAggregate):
                 self._forward(Windowed(key, start, end), new_agg, old_agg, new_ts)  # old: the initial value if new
         if not self.emit_on_update:
             self._emit_closed(close_time)
+
+    def oldest_open_window(self) -> OpenWindow | None:
+        """Windows ``[start, start + size)`` on the ``advance`` grid are open while ``end > stream time - grace``:
+        the oldest open one is the first grid start above ``close time - size``."""
+        if self.observed_stream_time == NO_TIMESTAMP:
+            return None
+        size, advance = self.windows.size_ms, self.windows.advance_ms
+        start = max(0, ((self._close_time(self.observed_stream_time) - size) // advance + 1) * advance)
+        return OpenWindow(self.store_name, self.observed_stream_time, start, start + size)
 
     def _emit_closed(self, close_time: int) -> None:
         if close_time <= self.last_emit_close_time:
@@ -155,8 +171,8 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
             self.observed_stream_time = ts
         d = self.windows.time_difference_ms
         close_time = self.observed_stream_time - self.windows.grace_ms
-        if ts + 1 + d <= close_time:
-            self._drop("record for a closed window")
+        if ts + 1 + d <= close_time:  # even the last window that could hold it, [ts, ts + d], has closed
+            self._drop_late(key, ts, ts, ts + d, close_time)
             return
         if ts < d:
             self._process_early(key, value, ts, close_time)
@@ -239,13 +255,21 @@ class KStreamSlidingWindowAggregate(_WindowAggregate):
     def _update(self, key: Any, value: Any, start: int, vt: ValueAndTimestamp, close_time: int, ts: int) -> None:
         end = start + self.windows.time_difference_ms
         if end < close_time:
-            self._drop("record for a closed window")
+            self._drop_late(key, ts, start, end, close_time)
             return
         new_agg = self.aggregator(key, value, vt.value)
         new_ts = ts if vt.value is None else max(ts, vt.timestamp)
         self.store.put(key, _stored(new_agg, new_ts), start)
         if self.emit_on_update and self.forward_now:
             self._forward(Windowed(key, start, end), new_agg, vt.value, new_ts)
+
+    def oldest_open_window(self) -> OpenWindow | None:
+        """Windows ``[start, start + d]`` (inclusive) are open while ``end >= stream time - grace``."""
+        if self.observed_stream_time == NO_TIMESTAMP:
+            return None
+        d = self.windows.time_difference_ms
+        start = max(0, self._close_time(self.observed_stream_time) - d)
+        return OpenWindow(self.store_name, self.observed_stream_time, start, start + d)
 
     def _emit_closed(self, close_time: int) -> None:
         if close_time <= self.last_emit_close_time:
@@ -287,7 +311,7 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
             agg = self.merger(key, agg, value)
             start, end = min(start, s), max(end, e)
         if end < close_time:
-            self._drop("record for a closed session")
+            self._drop_late(key, ts, start, end, close_time)
         else:
             self._merge_and_put(key, record.value, ts, start, end, merged, agg)
         if not self.emit_on_update:
@@ -295,6 +319,23 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
 
     def _close_time(self, stream_time: int) -> int:
         return int(stream_time - self.windows.grace_ms - self.windows.gap_ms)
+
+    def oldest_open_window(self) -> OpenWindow | None:
+        """The stored session with the smallest start among those still open (``end >= stream time - grace -
+        gap``): sessions exist only as data, so this reads the store (on demand, never per record)."""
+        if self.observed_stream_time == NO_TIMESTAMP:
+            return None
+        close = self._close_time(self.observed_stream_time)
+        store = self.store.inner if isinstance(self.store, StoreMeter) else self.store  # not counted as a scan
+        rows = store.all()  # through the record cache, if any
+        kept = getattr(store, "all_kept", None)  # also the sessions at the edge of the read retention
+        if kept is not None:
+            rows = [*rows, *kept()]
+        open_sessions = [(s, e) for _, s, e, _ in rows if e >= close]
+        if not open_sessions:
+            return None
+        start, end = min(open_sessions)
+        return OpenWindow(self.store_name, self.observed_stream_time, start, end)
 
     def _forward_flushed(self, window: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
         """A session the cache flushed: ``window`` = (key, start, end), at the session's end (Kafka's

@@ -18,12 +18,15 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+import pandas as pd
+
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError, MissingSourceTopicError, StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.client_metrics import client_metrics
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.dropped_records import late_records_frame
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.process_metadata import acquire_process_id
@@ -565,9 +568,16 @@ class KafkaStreams:
         }
 
     def metrics(self) -> dict[str, Any]:
-        """Processed records, rate, latency, lag per partition, dropped records, restore progress, and per
-        state store the operation counts of this instance's tasks (``"stores"``)."""
+        """Processed records, rate, latency, lag per partition, dropped records, restore progress, per
+        state store the operation counts of this instance's tasks (``"stores"``), and per task its stream
+        time and oldest open window (``"task-time"``)."""
         return client_metrics(self)
+
+    def dropped_records(self, n: int = 20) -> pd.DataFrame:
+        """The last ``n`` records this instance's tasks dropped for a closed window, newest first (a DataFrame:
+        task, processor, topic, partition, offset, key, timestamp, window_start/end, stream_time, lateness_ms =
+        stream time - (window end + grace)); each task keeps its last 1000."""
+        return late_records_frame([t for th in self.threads for t in list(th.tasks.values())], n)
 
     def __repr__(self) -> str:
         return f"KafkaStreams({self.application_id!r}, state={self._state.value}, threads={len(self._threads)})"

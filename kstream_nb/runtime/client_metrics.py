@@ -1,11 +1,13 @@
 """A client's metrics (``KafkaStreams.metrics()``): its threads' and tasks' counts summed, lag, restore
-progress and per-store operation counts, as Kafka Streams' client-level metrics (``ClientMetrics``).
+progress and per-store operation counts, as Kafka Streams' client-level metrics (``ClientMetrics``), and per
+task its stream time and oldest open window.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kstream_nb.runtime.dropped_records import task_times
 from kstream_nb.state.changelogging import StoreMeter
 
 if TYPE_CHECKING:
@@ -55,6 +57,8 @@ def client_metrics(app: KafkaStreams) -> dict[str, Any]:
         "process-latency-avg-ms": (process_time * 1000 / processed) if processed else 0.0,
         "dropped-records-total": sum(t.dropped_total for t in tasks)
         + (app._global_stores.dropped_total if app._global_stores else 0),
+        # per task: stream time and the oldest window still open (asked of the windowed processors now)
+        "task-time": task_times(tasks),
         "skipped-deserialization-total": sum(t.skipped_deserialization for t in tasks),
         "skipped-production-total": sum(t.skipped_production for t in tasks),
         "commit-total": sum(th.commit_total for th in threads),

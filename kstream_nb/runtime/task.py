@@ -20,7 +20,9 @@ from kstream_nb.processor.api import PunctuationType
 from kstream_nb.processor.batch import RecordBatch
 from kstream_nb.processor.node import ProcessorNode, SourceNode
 from kstream_nb.processor.record_context import RecordContext
+from kstream_nb.processor.window_time import LateRecord
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.dropped_records import LateRecords
 from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.runtime.record_collector import RecordCollector
@@ -74,6 +76,8 @@ class StreamTask:
         self.record_context = RecordContext(partition)
         self.processed_total = 0
         self.dropped_total = 0
+        #: the last records dropped for a closed window (bounded; filled only on the drop path)
+        self.late_records = LateRecords(task_id)
         self.skipped_deserialization = 0
         self.skipped_production = 0
         self.commit_requested = False
@@ -191,8 +195,10 @@ class StreamTask:
     def wall_clock_ms(self) -> int:
         return self._wall_clock()
 
-    def record_dropped(self, processor: str, reason: str) -> None:
+    def record_dropped(self, processor: str, reason: str, late: LateRecord | None = None) -> None:
         self.dropped_total += 1
+        if late is not None:
+            self.late_records.add(processor, late, self.record_context)
         log.debug("task %s: %s dropped a record (%s)", self.task_id, processor, reason)
 
     # ---- lifecycle -----------------------------------------------------------------------------

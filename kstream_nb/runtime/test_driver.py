@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from kstream_nb.cluster.records import ConsumerRecord, FetchedBatch, Headers
 from kstream_nb.cluster.schema_registry import configure_serde
 from kstream_nb.cluster.serde_specs import serde_from
@@ -22,6 +24,7 @@ from kstream_nb.cluster.serdes import Serde
 from kstream_nb.durations import to_millis
 from kstream_nb.errors import InvalidStateStoreError, UnknownTopicError
 from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.dropped_records import late_records_frame, task_times
 from kstream_nb.runtime.global_state import GlobalStores
 from kstream_nb.runtime.record_collector import RecordByRecordCollector
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
@@ -282,7 +285,12 @@ class TopologyTestDriver:
         return {
             "process-total": sum(t.processed_total for t in self.tasks),
             "dropped-records-total": self.dropped_records_total,
+            "task-time": task_times(self.tasks),
         }
+
+    def dropped_records(self, n: int = 20) -> pd.DataFrame:
+        """The last ``n`` records dropped for a closed window, newest first (``KafkaStreams.dropped_records``)."""
+        return late_records_frame(self.tasks, n)
 
     def close(self) -> None:
         for task in self.tasks:
