@@ -49,6 +49,11 @@ one process may share an ``application_id``, and a restarted app keeps its prede
     first. Keys and values are decoded by the ``auto`` serde (``AutoSerde``, with the app's or the cluster's
     Schema Registry), which names their format (``json``, ``string``, ``long``, ``avro``, ``bytes``...);
     bytes no rule decodes are sent as a ``0x…`` hex preview, other values that are not JSON as their ``repr``.
+``topic_profile`` ``{"topic": NAME, "sample": records per partition (default 1000, 1..100000), "sampling":
+"last" or "spread", "app": KEY or "bootstrap": URL}``
+    -> ``{"topic": NAME, "bootstrap": URL, "profile": PROFILE}``: ``ks.profile_topic``'s answer as JSON
+    (``profile_payload``): totals, ``partitions``, ``key_formats``/``value_formats`` as ``[format, count]``
+    pairs (most frequent first), ``columns``, ``distinct_keys`` of the sample and the newest ``records``.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from typing import Any
 import kstream_nb
 from kstream_nb.cluster.auto_serde import AutoSerde, RawBytes, hex_preview
 from kstream_nb.cluster.connection import connect
+from kstream_nb.cluster.profile import DEFAULT_SAMPLE, TopicProfile, profile_topic
 from kstream_nb.cluster.schema_registry import registry_configs
 from kstream_nb.cluster.topic_io import read_topic
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
@@ -81,6 +87,7 @@ MAX_STOP_TIMEOUT_S = 60.0
 DEFAULT_TAIL = 20
 MAX_TAIL = 500
 MAX_TEXT = 2000  # longest key/value text sent to the panel
+MAX_PROFILE_SAMPLE = 100_000  # records per partition a profile request may sample
 
 _AUTO = AutoSerde()  # no registry: for header values and bytes inside decoded values
 _SEEN: weakref.WeakValueDictionary[str, KafkaStreams] = weakref.WeakValueDictionary()
@@ -151,7 +158,7 @@ def _comm_manager(ipython: Any) -> Any:
 class PanelHandler:
     """Answers protocol requests (a plain object, so tests drive it without a kernel)."""
 
-    OPS = ("hello", "list_apps", "stop", "restart", "app_detail", "topics", "topic_tail")
+    OPS = ("hello", "list_apps", "stop", "restart", "app_detail", "topics", "topic_tail", "topic_profile")
 
     def __init__(self, shell: Any = None) -> None:
         self.shell = shell
@@ -323,8 +330,66 @@ class PanelHandler:
             )
         return {"topic": topic, "bootstrap": bootstrap, "records": records}
 
+    def _op_topic_profile(self, request: dict[str, Any]) -> dict[str, Any]:
+        topic = request.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise ProtocolError("'topic' must be a topic name")
+        sample = request.get("sample", DEFAULT_SAMPLE)
+        if isinstance(sample, bool) or not isinstance(sample, int) or not 1 <= sample <= MAX_PROFILE_SAMPLE:
+            raise ProtocolError(f"'sample' must be an integer from 1 to {MAX_PROFILE_SAMPLE}, got {sample!r}")
+        sampling = request.get("sampling", "last")
+        if sampling not in ("last", "spread"):
+            raise ProtocolError(f"'sampling' must be 'last' or 'spread', got {sampling!r}")
+        bootstrap = self._bootstrap(request)
+        settings: dict[str, Any] = {}
+        if request.get("app") is not None:  # the app's client settings and Schema Registry
+            config = self.find(request).config
+            settings = {
+                "client_config": config.client_config,
+                "schema_registry_url": config.schema_registry_url,
+                "schema_registry_config": config.schema_registry_config,
+            }
+        profile = profile_topic(topic, bootstrap, sample=sample, sampling=sampling, **settings)
+        return {"topic": topic, "bootstrap": bootstrap, "profile": profile_payload(profile)}
+
 
 # ---- helpers -----------------------------------------------------------------------------------------------
+
+
+def profile_payload(profile: TopicProfile) -> dict[str, Any]:
+    """A ``TopicProfile`` as JSON for the panel (timestamps in epoch ms, keys and values as ``show_bytes``)."""
+    shown = profile.records_shown
+    return {
+        "records": profile.records,
+        "bytes": profile.bytes,
+        "bytes_exact": profile.bytes_exact,
+        "skew": profile.skew,
+        "bytes_skew": profile.bytes_skew,
+        "first_timestamp": profile.first_timestamp,
+        "last_timestamp": profile.last_timestamp,
+        "sampling": profile.sampling,
+        "sampling_text": profile.sampling_text,
+        "sampled": profile.sampled,
+        "partitions": [{**dataclasses.asdict(p), "records": p.records} for p in profile.partitions],
+        "key_formats": [[f, n] for f, n in profile.key_formats.items()],
+        "value_formats": [[f, n] for f, n in profile.value_formats.items()],
+        "columns": [{**dataclasses.asdict(c), "null_rate": c.null_rate} for c in profile.columns],
+        "structured_values": profile.structured_values,
+        "distinct_keys": profile.distinct_keys,
+        "null_keys": profile.null_keys,
+        "records_shown": [
+            {
+                "partition": int(r["partition"]),
+                "offset": int(r["offset"]),
+                "timestamp": int(r["timestamp"].value // 1_000_000),
+                "key": show_bytes(r["key"]),
+                "value": show_bytes(r["value"]),
+                "key_format": r["key_format"],
+                "value_format": r["value_format"],
+            }
+            for r in shown.to_dict("records")
+        ],
+    }
 
 
 def app_key(app: KafkaStreams) -> str:
