@@ -14,6 +14,9 @@ if [[ "${1:-}" == "--lab" ]]; then
     # an editable install skips the wheel's data files: link the prebuilt "Streams" panel extension in
     mkdir -p "$VENV/share/jupyter/labextensions"
     ln -sfn "$ROOT/kstream_nb/labextension" "$VENV/share/jupyter/labextensions/kstream-nb"
+    # and the settings the wheel ships (jupyter-settings/: no Jupyter-news toast), where JupyterLab reads them
+    mkdir -p "$VENV/share/jupyter/lab/settings/overrides.d"
+    ln -sfn "$ROOT/jupyter-settings/kstream-nb.json" "$VENV/share/jupyter/lab/settings/overrides.d/kstream-nb.json"
     echo "==> starting JupyterLab on notebooks/ (Ctrl-C to stop)"
     exec "$VENV_PY" -m jupyterlab --notebook-dir="$ROOT/notebooks" "$@"
 fi

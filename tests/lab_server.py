@@ -1,7 +1,8 @@
 """A JupyterLab server on loopback for the browser tests (widgets, extension), and headless Debian Chromium.
 
 Everything the server writes lives in a temp dir (root dir, kernelspec running this Python, config,
-runtime, IPython, settings with the news/update toasts off). The kstream-nb extension, when wanted, comes
+runtime, IPython, settings: the project's shipped ones, ``jupyter-settings/``, with the news toast off, and
+the update check off). The kstream-nb extension, when wanted, comes
 from the wheel installed under a prefix (``JUPYTER_PATH``), exactly as ``pip install`` lays it out;
 without that prefix the same server runs without the extension. The server is stopped whatever the test
 does: ``POST /api/shutdown`` (which also shuts its kernels down), then SIGTERM/SIGKILL of its process
@@ -39,7 +40,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 KERNEL_NAME = "kstream-ext-test"
-OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"}}
+#: the settings the wheel ships into <prefix>/share/jupyter/lab/settings/overrides.d/
+SHIPPED_SETTINGS = Path(__file__).resolve().parents[1] / "jupyter-settings" / "kstream-nb.json"
+OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"checkForUpdates": False}}
 
 
 @dataclass
@@ -89,10 +92,13 @@ def run_lab(
     *,
     kernel_name: str = KERNEL_NAME,
     log: Path | None = None,
+    app_settings_dir: Path | None = None,
 ) -> Iterator[Lab]:
     """A JupyterLab on 127.0.0.1 with ``notebooks`` in its root; the extension iff ``share_jupyter``.
 
-    ``kernel_name`` is the kernelspec (running this Python) the notebooks name; the server logs to ``log``.
+    ``kernel_name`` is the kernelspec (running this Python) the notebooks name; the server logs to ``log``;
+    ``app_settings_dir``: where the lab reads its default settings (e.g. an installed prefix's), else a
+    temp dir with the shipped settings and the update check off.
     """
     dirs = {d: base / d for d in ("root", "data", "config", "runtime", "settings", "user", "ws", "ipython")}
     for d in dirs.values():
@@ -110,7 +116,11 @@ def run_lab(
             }
         )
     )
-    (dirs["settings"] / "overrides.json").write_text(json.dumps(OVERRIDES))
+    if app_settings_dir is None:
+        app_settings_dir = dirs["settings"]
+        (app_settings_dir / "overrides.d").mkdir(exist_ok=True)
+        (app_settings_dir / "overrides.d" / SHIPPED_SETTINGS.name).write_bytes(SHIPPED_SETTINGS.read_bytes())
+        (app_settings_dir / "overrides.json").write_text(json.dumps(OVERRIDES))
     env = {
         **os.environ,
         "JUPYTER_DATA_DIR": str(dirs["data"]),
@@ -135,7 +145,7 @@ def run_lab(
         "--port-retries=0",
         f"--ServerApp.token={token}",
         f"--ServerApp.root_dir={dirs['root']}",
-        f"--LabApp.app_settings_dir={dirs['settings']}",
+        f"--LabApp.app_settings_dir={app_settings_dir}",
         f"--LabApp.user_settings_dir={dirs['user']}",
         f"--LabApp.workspaces_dir={dirs['ws']}",
     ]
