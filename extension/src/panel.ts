@@ -301,7 +301,7 @@ export class StreamsPanel extends Widget {
       }
       this._topicsTitle.textContent = `Topics on ${reply.bootstrap}`;
       const rows = reply.topics.map(t => {
-        const link = el('a', { class: 'kstream-topic-link', href: '#', title: 'Show recent records' }, t.name);
+        const link = el('a', { class: 'kstream-topic-link', href: '#', title: 'Profile and recent records' }, t.name);
         link.addEventListener('click', ev => {
           ev.preventDefault();
           this._opts.openTopic(client, t.name, reply.bootstrap);

@@ -16,7 +16,8 @@ export type Op =
   | 'restart'
   | 'app_detail'
   | 'topics'
-  | 'topic_tail';
+  | 'topic_tail'
+  | 'topic_profile';
 
 export interface IAppSummary {
   key: string;
@@ -92,6 +93,54 @@ export interface ITopicTail {
   topic: string;
   bootstrap: string;
   records: ITopicRecord[];
+}
+
+export interface IPartitionProfile {
+  partition: number;
+  begin_offset: number;
+  end_offset: number;
+  records: number;
+  /** exact on memory://, estimated from the sample on Kafka (see ITopicProfile.bytes_exact); null: unknown */
+  bytes: number | null;
+  first_timestamp: number | null;
+  last_timestamp: number | null;
+  sampled: number;
+}
+
+export interface IColumnProfile {
+  name: string;
+  dtype: string;
+  nulls: number;
+  values: number;
+  null_rate: number;
+}
+
+/** `ks.profile_topic` as the kernel sends it (kstream_nb/jupyter/comm.py: profile_payload). */
+export interface ITopicProfile {
+  records: number;
+  bytes: number | null;
+  bytes_exact: boolean;
+  skew: number | null;
+  bytes_skew: number | null;
+  first_timestamp: number | null;
+  last_timestamp: number | null;
+  sampling: 'last' | 'spread';
+  sampling_text: string;
+  sampled: number;
+  partitions: IPartitionProfile[];
+  key_formats: [string, number][];
+  value_formats: [string, number][];
+  columns: IColumnProfile[];
+  structured_values: number;
+  distinct_keys: number;
+  null_keys: number;
+  records_shown: ITopicRecord[];
+}
+
+export interface ITopicProfileReply {
+  topic: string;
+  bootstrap: string;
+  profile: ITopicProfile;
 }
 
 export interface IReply {

@@ -1,4 +1,4 @@
-/** Main-area views: an app's topology graph + task/partition assignment, and a topic's recent records. */
+/** Main-area views: an app's topology graph + task/partition assignment, and a topic's profile and recent records. */
 
 import { Widget } from '@lumino/widgets';
 
@@ -13,7 +13,8 @@ import {
   showValue,
   stateClass
 } from './format';
-import { IAppDetail, IAppSummary, ITopicTail, ITopics } from './protocol';
+import { profileView } from './profile';
+import { IAppDetail, IAppSummary, ITopicProfileReply, ITopicTail, ITopics } from './protocol';
 import { layoutTopology, renderTopologySvg } from './topology';
 
 const DETAIL_REFRESH_MS = 2000;
@@ -151,6 +152,8 @@ export class TopicView extends PollingView {
   private _bootstrap: string;
   private _partitions: HTMLElement;
   private _records: HTMLElement;
+  private _profile: HTMLElement;
+  private _profiled = false;
   private _n = 20;
 
   constructor(client: KernelClient, topic: string, bootstrap: string) {
@@ -173,8 +176,17 @@ export class TopicView extends PollingView {
       this._n = Number(select.value);
       void this.tick();
     });
+    this._profile = el('div', { class: 'kstream-profile' }, 'Profiling…');
+    const again = el('button', { class: 'kstream-btn kstream-profile-again', title: 'Sample the topic again' }, '⟳');
+    again.addEventListener('click', () => {
+      this._profiled = false;
+      void this.tick();
+    });
     this.body.append(
       el('h3', {}, `${topic} on ${bootstrap}`),
+      el('h3', {}, 'Profile ', again),
+      this._profile,
+      el('h3', {}, 'Offsets'),
       this._partitions,
       el('h3', {}, 'Most recent records (last ', select, ' per partition, newest first)'),
       this._records
@@ -182,6 +194,9 @@ export class TopicView extends PollingView {
   }
 
   protected async update1(): Promise<void> {
+    if (!this._profiled) {
+      await this._updateProfile();
+    }
     const topics = (await this.client.request('topics', { bootstrap: this._bootstrap })) as unknown as ITopics;
     const info = topics.topics.find(t => t.name === this._topic);
     if (!info) {
@@ -223,6 +238,30 @@ export class TopicView extends PollingView {
           )
         : el('div', { class: 'kstream-empty' }, 'No records.')
     );
+  }
+
+  /** Asks for the topic's profile (once when the view opens, again on its button: sampling costs reads). */
+  private async _updateProfile(): Promise<void> {
+    this._profiled = true;
+    try {
+      const reply = (await this.client.request('topic_profile', {
+        topic: this._topic,
+        bootstrap: this._bootstrap
+      })) as unknown as ITopicProfileReply;
+      const view = profileView(reply.profile);
+      replaceChildren(
+        this._profile,
+        el('div', { class: 'kstream-profile-summary' }, view.summary),
+        el('div', { class: 'kstream-profile-time' }, `Time range: ${view.timeRange}`),
+        table(view.partitions.headers, view.partitions.rows, 'kstream-profile-partitions'),
+        el('div', { class: 'kstream-profile-formats' }, view.formats),
+        el('div', { class: 'kstream-profile-keys' }, view.keys),
+        view.columns ? el('div', {}, `${view.columnsTitle}:`) : null,
+        view.columns ? table(view.columns.headers, view.columns.rows, 'kstream-profile-columns') : null
+      );
+    } catch (e) {
+      replaceChildren(this._profile, el('div', { class: 'kstream-error' }, `profile: ${(e as Error).message}`));
+    }
   }
 }
 
