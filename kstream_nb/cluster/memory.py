@@ -229,6 +229,12 @@ class MemoryAdmin(Admin):
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._log(tp).start_offset for tp in map(as_tp, partitions)}
 
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int]:
+        """From each partition's time index (``PartitionLog.offset_for_time``), as Kafka answers it."""
+        return {tp: self._log(tp).offset_for_time(int(timestamp_ms)) for tp in map(as_tp, partitions)}
+
     def list_groups(self) -> list[str]:
         """Groups that have members or committed offsets."""
         with self.cluster.cond:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,17 +22,13 @@ from kstream_nb.cluster.records import (
     columnar_to_records,
 )
 from kstream_nb.errors import StreamsError
+from kstream_nb.time_bounds import now_ms
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000
 DEFAULT_DELETE_RETENTION_MS = 24 * 3_600_000
 DEFAULT_SEGMENT_RECORDS = 10_000
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-
-
-def now_ms() -> int:
-    """Wall-clock time in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -85,6 +80,10 @@ class RawSegment:
     offsets: list[int] | None = None
     max_timestamp: int = -1
     last_append_ms: int = 0
+    #: the time index, as Kafka's: each time the segment's largest timestamp grows, the new largest timestamp
+    #: (``index_timestamps``, increasing) and the record's position in the segment (``index_positions``)
+    index_timestamps: list[int] = field(default_factory=list)
+    index_positions: list[int] = field(default_factory=list)
     payload: int | None = None  # payload_bytes() once the segment is closed (it no longer changes)
 
     def __len__(self) -> int:
@@ -105,6 +104,17 @@ class RawSegment:
             return bisect.bisect_left(self.offsets, offset)
         return max(0, offset - self.base_offset)
 
+    def grew(self, timestamp: int) -> None:
+        """Notes that the record just appended has the largest timestamp so far (a time index entry)."""
+        self.max_timestamp = timestamp
+        self.index_timestamps.append(timestamp)
+        self.index_positions.append(len(self.keys) - 1)
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """The earliest offset whose timestamp is >= ``timestamp`` (None: no record here is that new)."""
+        i = bisect.bisect_left(self.index_timestamps, timestamp)
+        return self.offset_at(self.index_positions[i]) if i < len(self.index_positions) else None
+
 
 @dataclass
 class ColumnarSegment:
@@ -122,6 +132,12 @@ class ColumnarSegment:
     @property
     def next_offset(self) -> int:
         return self.base_offset + len(self.batch)
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """The earliest offset whose timestamp is >= ``timestamp`` (None: no record here is that new)."""
+        if self.max_timestamp < timestamp:
+            return None
+        return self.base_offset + int(np.argmax(self.batch.timestamps >= timestamp))
 
 
 Segment = RawSegment | ColumnarSegment
@@ -181,7 +197,7 @@ class PartitionLog:
             seg.timestamps.append(timestamp)
             seg.headers.append(headers)
             if timestamp > seg.max_timestamp:
-                seg.max_timestamp = timestamp
+                seg.grew(timestamp)
             seg.last_append_ms = now
             offset = self._end
             self._end += 1
@@ -206,7 +222,7 @@ class PartitionLog:
                 seg.timestamps.append(timestamp)
                 seg.headers.append(headers)
                 if timestamp > seg.max_timestamp:
-                    seg.max_timestamp = timestamp
+                    seg.grew(timestamp)
                 seg.last_append_ms = now
                 self._end += 1
                 if len(seg) >= self.segment_records:
@@ -295,7 +311,8 @@ class PartitionLog:
                 current.timestamps.append(seg.timestamps[i])
                 current.headers.append(seg.headers[i])
                 current.offsets.append(off)
-                current.max_timestamp = max(current.max_timestamp, seg.timestamps[i])
+                if seg.timestamps[i] > current.max_timestamp:
+                    current.grew(seg.timestamps[i])
                 current.last_append_ms = max(current.last_append_ms, seg.last_append_ms)
         if not out:
             out.append(RawSegment(closed[0].base_offset, offsets=[], last_append_ms=now))
@@ -317,6 +334,18 @@ class PartitionLog:
             max_timestamp=seg.max_timestamp,
             last_append_ms=seg.last_append_ms,
         )
+
+    def offset_for_time(self, timestamp: int) -> int:
+        """The earliest offset whose record timestamp is >= ``timestamp``, the end offset when none is: as
+        Kafka answers ListOffsets by time, from the first segment whose largest timestamp reaches it and that
+        segment's time index (out-of-order timestamps: the first record that new, later older ones after it)."""
+        with self.lock:
+            for seg in self._segments:
+                if seg.max_timestamp >= timestamp:
+                    found = seg.offset_for_time(timestamp)
+                    if found is not None:
+                        return found
+            return self._end
 
     def payload_bytes(self) -> int:
         """The bytes of the partition's keys, values and headers (names and values) as they are stored:

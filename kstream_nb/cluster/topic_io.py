@@ -12,16 +12,17 @@ import pandas as pd
 
 from kstream_nb.cluster.base import Cluster, Producer, TopicSpec
 from kstream_nb.cluster.connection import connect
-from kstream_nb.cluster.memory_log import now_ms
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import ColumnarBatch, ConsumerRecord, Headers, TopicPartition, normalize_headers
 from kstream_nb.cluster.schema_registry import configure_serde, registry_configs
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import DeserializationError, SerializationError, StreamsError, UnknownTopicError
+from kstream_nb.time_bounds import TimeBound, now_ms, to_epoch_ms
 
 RESERVED_COLUMNS = ("key", "timestamp", "partition", "headers")
-READ_COLUMNS = ["partition", "offset", "timestamp", "key", "value", "headers"]
+#: ``timestamp`` is epoch ms (int64); ``time`` is the same instant as a timezone-aware datetime (UTC)
+READ_COLUMNS = ["partition", "offset", "timestamp", "time", "key", "value", "headers"]
 
 Timestamps = int | Sequence[int] | np.ndarray | None
 #: how long ``read_topic`` waits for the next record of a partition it has not read to its end
@@ -251,8 +252,20 @@ def read_topic(
     isolation_level: str = "read_committed",
     schema_registry_url: str | None = None,
     schema_registry_config: Mapping[str, Any] | None = None,
+    start: TimeBound | None = None,
+    end: TimeBound | None = None,
 ) -> pd.DataFrame:
-    """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, key, value, headers).
+    """The records of ``topic`` now, as a DataFrame (partition, offset, timestamp, time, key, value, headers):
+    ``timestamp`` in epoch ms, ``time`` the same as a timezone-aware (UTC) datetime; each partition in offset
+    order.
+
+    ``start`` / ``end``: a time range (a ``datetime``, naive meaning UTC; epoch ms; an ISO-8601 string; or now
+    minus a duration, ``"-1h"``), found per partition with the broker's time index (Kafka's ListOffsets by
+    timestamp; the embedded cluster's own index): a partition is read from its earliest record stamped
+    >= ``start`` up to, not including, its earliest record stamped >= ``end``, as ``kcat -o s@START -o e@END``
+    does. With out-of-order timestamps the range is one of offsets: an older record after the start is
+    returned (a consumer started at ``start`` reads it, so does an app reset to it), and nothing after the first
+    record at or past ``end`` is.
 
     Keys and values are decoded record by record by default (``"auto"``: Schema Registry wire format, JSON,
     text, Kafka's 4/8-byte numbers, else the bytes); give a serde spec to read them one way.
@@ -276,33 +289,42 @@ def read_topic(
     if count is None:
         raise UnknownTopicError(topic, f"topic {topic!r} does not exist on {bootstrap_servers}")
     tps = [TopicPartition(topic, p) for p in range(count)]
+    now = now_ms()  # one "now" for both relative bounds
+    start_ms = None if start is None else to_epoch_ms(start, "start", now)
+    end_ms = None if end is None else to_epoch_ms(end, "end", now)
     begins = admin.beginning_offsets(tps)
     ends = _stable_ends(admin, tps) if isolation_level == "read_committed" else admin.end_offsets(tps)
-    rows: dict[str, list[Any]] = {c: [] for c in READ_COLUMNS}
+    if start_ms is not None:
+        firsts = admin.offsets_for_time(tps, start_ms)
+        begins = {tp: max(begins[tp], firsts[tp]) for tp in tps}
+    if end_ms is not None:
+        lasts = admin.offsets_for_time(tps, end_ms)
+        ends = {tp: min(ends[tp], lasts[tp]) for tp in tps}
+    rows: dict[str, list[Any]] = {c: [] for c in READ_COLUMNS if c != "time"}
     consumer = cluster.consumer(None, {"auto.offset.reset": "earliest", "isolation.level": isolation_level})
     try:
         for tp in tps:
-            limit = None if max_records is None else max_records - len(rows["offset"])
-            if limit is not None and limit <= 0:
-                break
-            if from_beginning:
-                start = begins[tp]
-            elif max_records is not None:
-                start, limit = max(begins[tp], ends[tp] - max_records), max_records
+            if from_beginning:  # max_records caps the whole read
+                first, limit = begins[tp], None if max_records is None else max_records - len(rows["offset"])
+                if limit is not None and limit <= 0:
+                    break
+            elif max_records is not None:  # the last max_records of each partition
+                first, limit = max(begins[tp], ends[tp] - max_records), max_records
             else:
                 continue
-            _read_partition(cluster, consumer, tp, start, ends[tp], limit, kser, vser, rows)
+            _read_partition(cluster, consumer, tp, first, ends[tp], limit, kser, vser, rows)
     finally:
         consumer.close()
-    return pd.DataFrame(
-        {
-            col: np.asarray(rows[col], dtype=np.int64)
-            if col in ("partition", "offset", "timestamp")
-            else pd.Series(rows[col], dtype=object)
-            for col in READ_COLUMNS
-        },
-        columns=READ_COLUMNS,
-    )
+    columns: dict[str, Any] = {
+        col: np.asarray(rows[col], dtype=np.int64)
+        if col in ("partition", "offset", "timestamp")
+        else pd.Series(rows[col], dtype=object)
+        for col in READ_COLUMNS
+        if col != "time"
+    }
+    # millisecond resolution: any Kafka timestamp fits (nanoseconds end in 2262)
+    columns["time"] = pd.Series(columns["timestamp"].astype("datetime64[ms]")).dt.tz_localize("UTC")
+    return pd.DataFrame(columns, columns=READ_COLUMNS)
 
 
 #: how long ``read_topic`` waits for transactions still open to end (a commit's markers come just after it)

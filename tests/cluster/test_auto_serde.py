@@ -55,7 +55,7 @@ def _write_raw(bootstrap: str, topic: str, records: list[tuple[bytes | None, byt
 def test_a_mixed_topic_reads_record_by_record(bootstrap: str) -> None:
     _write_raw(bootstrap, "mixed", [(k, v) for k, v, *_ in MIXED])
     frame = read_topic("mixed", bootstrap, key_serde="auto", value_serde="auto")
-    assert list(frame.columns) == ["partition", "offset", "timestamp", "key", "value", "headers"]
+    assert list(frame.columns) == ["partition", "offset", "timestamp", "time", "key", "value", "headers"]
     assert frame["key"].tolist() == [row[2] for row in MIXED]
     assert frame["value"].tolist() == [row[3] for row in MIXED]
     auto = AutoSerde()

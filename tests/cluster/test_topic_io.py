@@ -18,7 +18,7 @@ from kstream_nb.errors import DeserializationError, StreamsError, UnknownTopicEr
 def test_produce_values_and_read(bootstrap: str) -> None:
     assert produce("t", [{"a": 1}, {"a": 2}], bootstrap, timestamps=[10, 20]) == 2
     df = read_topic("t", bootstrap)
-    assert list(df.columns) == ["partition", "offset", "timestamp", "key", "value", "headers"]
+    assert list(df.columns) == ["partition", "offset", "timestamp", "time", "key", "value", "headers"]
     assert df["value"].tolist() == [{"a": 1}, {"a": 2}]
     assert df["timestamp"].tolist() == [10, 20]
     assert df["key"].tolist() == [None, None]

@@ -204,7 +204,7 @@ def test_tail_shows_each_record_in_the_format_it_was_written_in(shell: Interacti
     ks.produce("mixed", [("sensor-3", {"t": 21.5})], url, timestamps=3)
     ks.produce("mixed", [(7, b"\xca\xfe\x00")], url, timestamps=4, key_serde="int", value_serde="bytes")
     tail = shell.run_line_magic("kstream", f"tail mixed -n 4 --bootstrap {url}")
-    assert list(tail.columns) == ["partition", "offset", "timestamp", "key", "value", "headers"]
+    assert list(tail.columns) == ["partition", "offset", "timestamp", "time", "key", "value", "headers"]
     assert tail["key"].tolist() == ["sensor-1", "sensor-2", "sensor-3", 7]
     assert tail["value"].tolist() == [1_764_000_000_000, {"page": "/home"}, {"t": 21.5}, b"\xca\xfe\x00"]
     assert "0xcafe00" in tail.to_string()
