@@ -26,6 +26,7 @@ from kstream_nb.runtime.dropped_records import LateRecords
 from kstream_nb.runtime.partition_group import PartitionGroup
 from kstream_nb.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from kstream_nb.runtime.record_collector import RecordCollector
+from kstream_nb.runtime.skip_log import SkipLog
 from kstream_nb.runtime.state_manager import ProcessorStateManager, RegisteredStore
 from kstream_nb.state.caching import ThreadCache
 from kstream_nb.state.store import ChangelogWriter, RestoreCallback, StateStore
@@ -78,7 +79,8 @@ class StreamTask:
         self.dropped_total = 0
         #: the last records dropped for a closed window (bounded; filled only on the drop path)
         self.late_records = LateRecords(task_id)
-        self.skipped_deserialization = 0
+        #: summarised warnings for the records the deserialization handler skips
+        self._skip_log = SkipLog(log, task_id, wall_clock)
         self.skipped_production = 0
         self.commit_requested = False
         self.consumed: dict[TopicPartition, int] = {}
@@ -262,6 +264,7 @@ class StreamTask:
         if self._closed:
             return
         self._closed = True
+        self._skip_log.close()
         errors = []
         for node in self.nodes:
             try:
@@ -291,8 +294,7 @@ class StreamTask:
                 partition=partition,
                 offset=offset,
             ) from error
-        self.skipped_deserialization += 1
-        log.warning("skipping record %s-%d@%d: %s", topic, partition, offset, error)
+        self._skip_log.skipped(topic, partition, offset, error)
         if handler == "dead_letter" and raw is not None:
             key, value, timestamp, headers = raw
             error_headers = (
@@ -305,6 +307,11 @@ class StreamTask:
             dlq = self._config.dead_letter_topic
             assert dlq is not None
             self._collector.send(dlq, key, value, timestamp, tuple(headers) + error_headers, None)
+
+    @property
+    def skipped_deserialization(self) -> int:
+        """Records the deserialization handler skipped (logged or counted in a summary line)."""
+        return self._skip_log.total
 
     def production_failed(self, topic: str, error: Exception) -> bool:
         """The production-exception handler: True to skip the record (``continue``), False to fail."""
