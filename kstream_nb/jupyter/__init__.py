@@ -29,6 +29,7 @@ from kstream_nb.jupyter.reprs import (
 from kstream_nb.jupyter.widgets import (
     AssignmentView,
     Dashboard,
+    DroppedTable,
     JoinTable,
     MetricsBar,
     TopicTable,
@@ -41,6 +42,7 @@ from kstream_nb.jupyter.widgets import (
 __all__ = [
     "AssignmentView",
     "Dashboard",
+    "DroppedTable",
     "JoinTable",
     "KStreamMagics",
     "MetricsBar",

@@ -1,4 +1,5 @@
-"""``Dashboard``: metrics, window chart, output table, topology and assignment of one app, one thread."""
+"""``Dashboard``: metrics, window chart, late records, output table, topology and assignment of one app, one
+thread."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import ipywidgets as widgets
 
 from kstream_nb.jupyter.refresher import DEFAULT_RATE_HZ, Refresher
 from kstream_nb.jupyter.widgets.assignment_view import AssignmentView
+from kstream_nb.jupyter.widgets.dropped_table import DroppedTable
 from kstream_nb.jupyter.widgets.metrics_bar import MetricsBar
 from kstream_nb.jupyter.widgets.topic_table import JoinTable
 from kstream_nb.jupyter.widgets.topology_graph import TopologyGraph
 from kstream_nb.jupyter.widgets.window_chart import WindowChart
 from kstream_nb.runtime.app import KafkaStreams
 
-SHOW_ALL = ("metrics", "chart", "table", "topology", "tasks")
+SHOW_ALL = ("metrics", "chart", "dropped", "table", "topology", "tasks")
 
 
 def window_stores(app: KafkaStreams) -> list[str]:
@@ -40,9 +42,10 @@ def output_topics(app: KafkaStreams) -> list[str]:
 class Dashboard(widgets.VBox):
     """Metrics, window chart, output table, topology and assignment of one app, refreshed by ONE thread.
 
-    ``show`` picks the parts (``metrics, chart, table, topology, tasks``); ``store`` the store to chart
-    (default: the first window store, else the first store) and ``topic`` the output topic to tail
-    (default: the last sink topic). The thread stops when the app stops, or with ``stop()``.
+    ``show`` picks the parts (``metrics, chart, dropped, table, topology, tasks``); ``store`` the store to
+    chart (default: the first window store, else the first store) and ``topic`` the output topic to tail
+    (default: the last sink topic). ``dropped`` ("Dropped (late)": the last records dropped for closed windows)
+    is there when the app has window or session stores. The thread stops when the app stops, or with ``stop()``.
     """
 
     def __init__(
@@ -77,6 +80,9 @@ class Dashboard(widgets.VBox):
                 )
                 if name is not None:
                     view = WindowChart(app, name, top_n=top_n, max_rate_hz=max_rate_hz, autostart=False)
+            elif part == "dropped":
+                if window_stores(app):
+                    view = DroppedTable(app, n=rows, max_rate_hz=max_rate_hz, autostart=False)
             elif part == "table":
                 name = topic or next(reversed(output_topics(app)), None)
                 if name is not None:

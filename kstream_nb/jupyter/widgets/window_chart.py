@@ -1,4 +1,5 @@
-"""``WindowChart``: a windowed KTable's values as a live Altair line chart, one line per key."""
+"""``WindowChart``: a windowed KTable's values as a live Altair line chart, one line per key, with each task's
+stream time and oldest open window as rules (windows left of that rule are closed: late records are dropped)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ class WindowChart(LiveWidget):
 
     Reads ``app.store(store)`` (a window store; a key-value store is drawn as bars per key) at most
     ``max_rate_hz`` times a second, keeps at most ``top_n`` keys x ``max_windows`` windows, and shows the
-    app's dropped-late-records counter. ``value`` picks the number out of dict values (field name or
-    function). The chart is an Altair ``JupyterChart`` whose JavaScript is loaded offline.
+    app's dropped-late-records counter and, per task, the stream time and the start of the oldest open window
+    of the processor writing this store (``app.metrics()["task-time"]``) as rules. ``value`` picks the number
+    out of dict values (field name or function). The chart is an Altair ``JupyterChart`` whose JavaScript is
+    loaded offline.
     """
 
     def __init__(
@@ -62,6 +65,8 @@ class WindowChart(LiveWidget):
         self.title = title or f"{app.application_id}: {store}"
         self.data: list[dict[str, Any]] = []
         self.dropped = 0
+        #: the rules drawn: {"task", "mark": "stream time" | "oldest open window", "start": ms, "end": ms}
+        self.time_marks: list[dict[str, Any]] = []
         self.windowed = True
         self.chart_updates = 0
         self.first_update_at: float | None = None
@@ -120,10 +125,10 @@ class WindowChart(LiveWidget):
                 )
                 .properties(width=420, height=200)
             )
-        temporal = any(d["start"] > 100_000_000_000 for d in data)
+        temporal = any(d["start"] > 100_000_000_000 for d in [*data, *self.time_marks])
         x = alt.X("start:T", title="window start") if temporal else alt.X("start:Q", title="window start (ms)")
-        return (
-            alt.Chart(source, title=self.title)
+        lines = (
+            alt.Chart(source)
             .mark_line(point=True)
             .encode(
                 x=x,
@@ -131,31 +136,71 @@ class WindowChart(LiveWidget):
                 color=alt.Color("key:N", title="key"),
                 tooltip=["key:N", "start:Q", "end:Q", "value:Q"],
             )
-            .properties(width=420, height=200)
         )
+        rules = (
+            alt.Chart(alt.Data(values=self.time_marks))
+            .mark_rule()
+            .encode(
+                x=x,
+                strokeDash=alt.StrokeDash("mark:N", title="time", sort=["stream time", "oldest open window"]),
+                tooltip=["task:N", "mark:N", "start:Q", "end:Q"],
+            )
+        )
+        return alt.layer(lines, rules, title=self.title).properties(width=420, height=200)
+
+    def _times(self, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per task, its stream time and oldest open window for this store, from ``metrics()["task-time"]``."""
+        marks: list[dict[str, Any]] = []
+        for task, times in sorted((metrics.get("task-time") or {}).items()):
+            for w in times["windows"]:
+                if w["store"] != self.store_name:
+                    continue
+                marks.append({"task": task, "mark": "stream time", "start": w["stream-time"], "end": None})
+                marks.append({"task": task, "mark": "oldest open window", "start": w["start"], "end": w["end"]})
+                break
+        return marks
 
     def _header_html(self, note: str = "") -> str:
         state = self._state_text() if hasattr(self, "app") else "CREATED"
         keys = len({d["key"] for d in self.data})
         warn = " ks-warn" if self.dropped else ""
+        stream_times = [m["start"] for m in self.time_marks if m["mark"] == "stream time"]
+        oldest = min(
+            (m for m in self.time_marks if m["mark"] == "oldest open window"),
+            key=lambda m: m["start"],
+            default=None,
+        )
+        times = (
+            f'<span class="ks-pill" data-metric="stream-time">stream time<b>{max(stream_times)}</b></span>'
+            if stream_times
+            else ""
+        ) + (
+            f'<span class="ks-pill" data-metric="oldest-open-window">oldest open window'
+            f"<b>[{oldest['start']}, {oldest['end']}]</b></span>"
+            if oldest is not None
+            else ""
+        )
         return (
             f'<span class="ks-pill">store<b>{escape(self.store_name)}</b></span>'
             f'<span class="ks-pill">state<b>{escape(state)}</b></span>'
             f'<span class="ks-pill">keys shown<b>{keys}</b></span>'
             f'<span class="ks-pill">points<b>{len(self.data)}</b></span>'
             f'<span class="ks-pill ks-dropped{warn}">dropped late records<b>{self.dropped}</b></span>'
+            + times
             + (f'<span class="ks-pill ks-warn">{escape(note)}</span>' if note else "")
         )
 
     def _update(self) -> None:
         assert self.app is not None
-        self.dropped = int(self.app.metrics().get("dropped-records-total", 0))
+        metrics = self.app.metrics()
+        self.dropped = int(metrics.get("dropped-records-total", 0))
         if self.app.state in FINAL_STATES:
             self.header.value = STYLE + self._header_html("app stopped: showing the last values")
             return
         data = self.bound_rows(self._read())
-        if data != self.data:
-            self.data = data
+        marks = self._times(metrics) if self.windowed else []
+        if data != self.data or marks != self.time_marks:
+            self.data, self.time_marks = data, marks
             self.chart.chart = self._make_chart(data)
             self.chart_updates += 1
             if self.first_update_at is None and data:
