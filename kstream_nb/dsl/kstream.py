@@ -48,16 +48,19 @@ class KStream:
         processor: Callable[[], Any],
         *,
         key_changing: bool = False,
+        value_changing: bool = False,
         name: str | None = None,
         parents: Iterable[str] | None = None,
     ) -> KStream:
+        """A child stream through ``processor``; like Kafka's KStreamImpl, it keeps the serdes of what the
+        processor does not change (a changed key or value is written with the defaults unless given)."""
         node = name or self._builder.new_name(prefix)
         self._builder.topology.add_processor(node, processor, *(parents or [self.node]))
         return KStream(
             self._builder,
             node,
             None if key_changing else self.key_serde,
-            self.value_serde,
+            None if value_changing else self.value_serde,
             self.repartition_required or key_changing,
         )
 
@@ -76,22 +79,37 @@ class KStream:
     def map(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
         """``mapper(key, value) -> (new_key, new_value)``; marks the stream for repartitioning."""
         check_callable(mapper, "map")
-        return self._then("KSTREAM-MAP", lambda: ops.KStreamMap(mapper), key_changing=True, name=name)
+        return self._then(
+            "KSTREAM-MAP", lambda: ops.KStreamMap(mapper), key_changing=True, value_changing=True, name=name
+        )
 
     def map_values(self, mapper: Callable[..., Any], name: str | None = None) -> KStream:
         """``mapper(value)`` or ``mapper(key, value)`` -> new value; the key is kept."""
         with_key = takes_key(mapper, "map_values")
-        return self._then("KSTREAM-MAPVALUES", lambda: ops.KStreamMapValues(mapper, with_key), name=name)
+        return self._then(
+            "KSTREAM-MAPVALUES", lambda: ops.KStreamMapValues(mapper, with_key), value_changing=True, name=name
+        )
 
     def flat_map(self, mapper: Callable[[Any, Any], Iterable[Any]], name: str | None = None) -> KStream:
         """``mapper(key, value) -> [(key, value), ...]``; marks the stream for repartitioning."""
         check_callable(mapper, "flat_map")
-        return self._then("KSTREAM-FLATMAP", lambda: ops.KStreamFlatMap(mapper), key_changing=True, name=name)
+        return self._then(
+            "KSTREAM-FLATMAP",
+            lambda: ops.KStreamFlatMap(mapper),
+            key_changing=True,
+            value_changing=True,
+            name=name,
+        )
 
     def flat_map_values(self, mapper: Callable[..., Iterable[Any]], name: str | None = None) -> KStream:
         """``mapper(value)`` or ``mapper(key, value)`` -> several values, each a record with the same key."""
         with_key = takes_key(mapper, "flat_map_values")
-        return self._then("KSTREAM-FLATMAPVALUES", lambda: ops.KStreamFlatMapValues(mapper, with_key), name=name)
+        return self._then(
+            "KSTREAM-FLATMAPVALUES",
+            lambda: ops.KStreamFlatMapValues(mapper, with_key),
+            value_changing=True,
+            name=name,
+        )
 
     def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
         """``mapper(key, value) -> new_key``; marks the stream for repartitioning."""
@@ -153,14 +171,14 @@ class KStream:
         if isinstance(item, ex.Expr):
             return self._then("KSTREAM-FILTER", lambda: ops.KStreamExprFilter(item))
         if isinstance(item, (list, tuple)) and all(isinstance(n, str) for n in item):
-            return self._then("KSTREAM-PROJECT", lambda: ops.KStreamProject(list(item)))
+            return self._then("KSTREAM-PROJECT", lambda: ops.KStreamProject(list(item)), value_changing=True)
         raise TypeError(f"KStream[...] takes a field name, a column expression or a list of names, got {item!r}")
 
     def assign(self, **columns: Any) -> KStream:
         """New or replaced fields of dict values: ``s.assign(total=s["price"] * s["qty"])``."""
         if not columns:
             raise TypeError("assign needs at least one name=expression")
-        return self._then("KSTREAM-ASSIGN", lambda: ops.KStreamAssign(columns))
+        return self._then("KSTREAM-ASSIGN", lambda: ops.KStreamAssign(columns), value_changing=True)
 
     # ---- topics --------------------------------------------------------------------------------
 

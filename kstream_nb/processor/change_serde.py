@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from kstream_nb.cluster.serdes import JoinedSerializers, Serde
@@ -18,6 +19,11 @@ class ChangeSerde(Serde):
     def __init__(self, inner: Serde) -> None:
         self.inner = inner
         self._serializers = JoinedSerializers(inner)
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+        """Configures the value serde inside (a registry serde binds its registry)."""
+        inner = self.inner.configure(configs, is_key)
+        return self if inner is self.inner else ChangeSerde(inner)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:

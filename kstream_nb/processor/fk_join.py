@@ -18,7 +18,7 @@ Responses carry the left partition the subscription came from, so they go back t
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from hashlib import blake2b
 from typing import Any, NamedTuple
 
@@ -103,6 +103,11 @@ class SubscriptionWrapperSerde(Serde):
     def __init__(self, primary_key_serde: Serde) -> None:
         self.primary_key_serde = primary_key_serde
 
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+        """Configures the left key serde inside, as a key serde (a registry serde binds its registry)."""
+        inner = self.primary_key_serde.configure(configs, True)
+        return self if inner is self.primary_key_serde else SubscriptionWrapperSerde(inner)
+
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
@@ -138,6 +143,11 @@ class SubscriptionResponseSerde(Serde):
 
     def __init__(self, foreign_value_serde: Serde) -> None:
         self.foreign_value_serde = foreign_value_serde
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+        """Configures the right value serde inside (a registry serde binds its registry)."""
+        inner = self.foreign_value_serde.configure(configs, False)
+        return self if inner is self.foreign_value_serde else SubscriptionResponseSerde(inner)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:

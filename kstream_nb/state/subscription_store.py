@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kstream_nb.cluster.serde_specs import SerdeSpec, serde_from
@@ -29,6 +29,14 @@ class CombinedKeySerde(Serde):
     def __init__(self, foreign_key_serde: Serde, primary_key_serde: Serde) -> None:
         self.foreign_key_serde = foreign_key_serde
         self.primary_key_serde = primary_key_serde
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> Serde:
+        """Configures both key serdes inside (a registry serde binds its registry)."""
+        fk = self.foreign_key_serde.configure(configs, True)
+        pk = self.primary_key_serde.configure(configs, True)
+        if fk is self.foreign_key_serde and pk is self.primary_key_serde:
+            return self
+        return CombinedKeySerde(fk, pk)
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:

@@ -846,7 +846,7 @@ def run(
     s = b.stream("in", key_serde=KEYS, value_serde=mode.serde)
     ends = build(s)
     for topic, end in ends.items():
-        end.to(topic)
+        end.to(topic, value_serde=mode.serde)  # a changed value goes out with the default serde otherwise
     topology = b.build()
     if mode.columnar:
         # every processor here has a batch path: a batch handed on record by record is a failure

@@ -223,3 +223,49 @@ def test_a_table_of_avro_records_logs_them_with_their_schema(registry: Registry)
     logged = registry.read(changelog, value_serde="avro")
     assert dict(zip(logged["key"], logged["value"])) == dict(customers)
     assert f"{changelog}-value" in registry.client.get_subjects()
+
+
+def test_a_changed_value_is_written_with_the_default_serde_a_kept_one_with_its_own(registry: Registry) -> None:
+    """As Kafka Streams' KStreamImpl: filter keeps the stream's value serde, map_values drops it."""
+    registry.produce(registry.topic("orders"), ORDERS[:6], value_serde=ks.Serdes.avro(ORDER_V1))
+    b = ks.StreamsBuilder()
+    orders = b.stream(registry.topic("orders"), value_serde="avro")
+    orders.filter(lambda k, v: v["amount"] > 10).to(registry.topic("big"))
+    orders.map_values(lambda v: v["amount"]).to(registry.topic("amounts"))
+    app = run(registry, b.build(), "serde-kept")
+    try:
+        app.start().wait_until_running().wait_until_idle()
+    finally:
+        assert app.stop(timeout=10)
+    big = [o for _, o in ORDERS[:6] if o["amount"] > 10]
+    written = registry.read(registry.topic("big"), value_serde="bytes")["value"]
+    assert [framing(d)[0] for d in written] == [registry.schema_id(f"{registry.topic('big')}-value")] * len(big)
+    assert registry.read(registry.topic("big"), value_serde="avro")["value"].tolist() == big
+    amounts = registry.read(registry.topic("amounts"), value_serde="json")["value"].tolist()
+    assert amounts == [o["amount"] for _, o in ORDERS[:6]]
+
+
+def test_avro_values_through_a_table_regrouping_and_a_foreign_key_join(registry: Registry) -> None:
+    """Avro serdes inside the internal formats (a table's change records, the foreign-key join's response) are
+    bound to the app's registry too."""
+    customers = [("c0", {"name": "Ann", "tier": "gold"}), ("c1", {"name": "Bob", "tier": "basic"})]
+    registry.produce(registry.topic("customers"), customers, value_serde=ks.Serdes.avro(CUSTOMER))
+    orders = [(f"o{i}", {"customer": f"c{i % 2}", "amount": float(i)}) for i in range(6)]
+    registry.produce(registry.topic("orders-by-id"), orders)
+    b = ks.StreamsBuilder()
+    people = b.table(registry.topic("customers"), value_serde="avro")
+    people.group_by(lambda k, v: (v["tier"], v), value_serde="avro").count(store="tiers")
+    placed = b.table(registry.topic("orders-by-id")).join(
+        people, lambda o, c: c["name"], foreign_key_extractor=lambda o: o["customer"]
+    )
+    placed.to_stream().to(registry.topic("placed"))
+    app = run(registry, b.build(), "internal-avro")
+    try:
+        app.start().wait_until_running().wait_until_idle()
+        assert dict(app.store("tiers").all()) == {"gold": 1, "basic": 1}
+    finally:
+        assert app.stop(timeout=10)
+    out = registry.read(registry.topic("placed"))
+    assert dict(zip(out["key"], out["value"], strict=True)) == {
+        key: dict(customers)[o["customer"]]["name"] for key, o in orders
+    }
