@@ -327,8 +327,9 @@ class KStreamSessionWindowAggregate(_WindowAggregate):
             return None
         close = self._close_time(self.observed_stream_time)
         store = self.store.inner if isinstance(self.store, StoreMeter) else self.store  # not counted as a scan
-        rows = store.all()  # through the record cache, if any
-        kept = getattr(store, "all_kept", None)  # also the sessions at the edge of the read retention
+        # every kept session, also at the edge of the read retention; and through the record cache, if any
+        kept = getattr(store, "all_kept", None)
+        rows = store.all() if kept is None or caching_layer(self.store) is not None else []
         if kept is not None:
             rows = [*rows, *kept()]
         open_sessions = [(s, e) for _, s, e, _ in rows if e >= close]
