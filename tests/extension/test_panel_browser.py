@@ -1,9 +1,9 @@
 """The Streams panel in a real JupyterLab + headless Debian Chromium (Playwright).
 
 A notebook starts an app fed by a background producer; the panel lists it with a rising record count;
-its topology and assignment open in the main area; the topic browser shows recent records; Stop in the
-panel stops it, and a later cell confirms in the kernel that the app is NOT_RUNNING. A second test
-measures JupyterLab's page load with and without the extension, in the same run.
+its topology and assignment open in the main area; the topic browser shows the topic's profile and recent
+records; Stop in the panel stops it, and a later cell confirms in the kernel that the app is NOT_RUNNING.
+A second test measures JupyterLab's page load with and without the extension, in the same run.
 """
 
 from __future__ import annotations
@@ -172,6 +172,14 @@ def test_panel_lists_app_live_and_stops_it(
             link.click()
             page.wait_for_selector(".kstream-topic-view .kstream-records tbody tr", timeout=15_000)
             assert page.locator(".kstream-topic-view .kstream-records tbody tr").count() >= 10
+            # ... and its profile: a row per partition, the formats, the 5 keys the feed writes, the columns
+            assert page.locator(".kstream-topic-view .kstream-profile-partitions tbody tr").count() == 2
+            formats = page.locator(".kstream-topic-view .kstream-profile-formats").inner_text()
+            assert formats.startswith("Key formats: string ") and "Value formats: json " in formats
+            keys = page.locator(".kstream-topic-view .kstream-profile-keys").inner_text()
+            assert keys.startswith("5 distinct keys in the sample of "), keys
+            columns = page.locator(".kstream-topic-view .kstream-profile-columns tbody tr").all_inner_texts()
+            assert [c.split() for c in columns] == [["n", "int64", "0", "0.0%"]]
             page.screenshot(path=str(shots / "topic-view.png"))
 
             # stop from the panel
