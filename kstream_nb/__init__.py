@@ -47,6 +47,7 @@ from kstream_nb.processor.timestamps import (
 from kstream_nb.processor.topic_extractor_sink import RecordContext
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
+from kstream_nb.runtime.app_reset import AppRunningError, ResetResult, reset_app
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.test_driver import TopologyTestDriver
 from kstream_nb.spark import backtest
@@ -83,6 +84,7 @@ def __getattr__(name: str) -> _ModuleType:
 __all__ = [
     "STREAM_TIME",
     "WALL_CLOCK_TIME",
+    "AppRunningError",
     "BufferConfig",
     "Change",
     "CogroupedKStream",
@@ -107,6 +109,7 @@ __all__ = [
     "Record",
     "RecordContext",
     "RecordTimestampExtractor",
+    "ResetResult",
     "Serde",
     "Serdes",
     "SessionWindows",
@@ -136,6 +139,7 @@ __all__ = [
     "produce",
     "profile_topic",
     "read_topic",
+    "reset_app",
     "running_apps",
     "until_time_limit",
     "until_window_closes",

@@ -127,6 +127,14 @@ class Admin(ABC):
         """Grows a topic to ``new_total`` partitions (Kafka never shrinks a topic)."""
         raise NotImplementedError(f"{type(self).__name__} cannot add partitions")
 
+    def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """The committed offsets of a consumer group (empty when it has none)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list a group's offsets")
+
+    def group_members(self, group_id: str) -> dict[str, frozenset[TopicPartition]]:
+        """The members of a consumer group now (member id -> partitions it owns); empty when it has none."""
+        raise NotImplementedError(f"{type(self).__name__} cannot describe a group")
+
 
 #: ``send(topic, key, value, timestamp, headers, partition)`` for one record (see ``Producer.sender``)
 Sender = Callable[[str, "bytes | None", "bytes | None", "int | None", Headers, "int | None"], None]

@@ -187,3 +187,21 @@ class KafkaAdmin(Admin):
                 if tp.offset is not None and tp.offset >= 0
             )
         )
+
+    def group_members(self, group_id: str) -> dict[str, frozenset[TopicPartition]]:
+        """Member id -> partitions it owns, from DescribeConsumerGroups (a group without members: empty)."""
+        futures = self._client().describe_consumer_groups([group_id], request_timeout=self.cluster.timeout_s)
+        try:
+            description = futures[group_id].result()
+        except KafkaException as e:
+            if error_code(e) == KafkaError.GROUP_ID_NOT_FOUND:
+                return {}
+            raise StreamsError(
+                f"cannot describe group {group_id!r} on {self.cluster.bootstrap_servers}: {e}"
+            ) from e
+        return {
+            member.member_id: frozenset(
+                TopicPartition(tp.topic, tp.partition) for tp in member.assignment.topic_partitions or []
+            )
+            for member in description.members or []
+        }

@@ -2,18 +2,22 @@
 
 Cell magic::
 
-    %%kstream NAME [--bootstrap URL] [--threads N] [--eos] [--from-beginning] [--show chart,table,...]
+    %%kstream NAME [--bootstrap URL] [--threads N] [--eos] [--from-beginning | --from WHEN] [--show chart,...]
     builder.stream("orders").group_by_key().count(store="counts")
 
 runs the body (IPython syntax allowed) in the user namespace with ``builder`` (a fresh
 ``StreamsBuilder``) and ``ks`` (this package) bound, builds the topology, starts
 ``KafkaStreams(application_id=NAME)`` on background threads and displays its dashboard. Running the
 cell again first stops the app (and dashboard thread) it started before; an error in the body is an
-ordinary traceback and leaves nothing running.
+ordinary traceback and leaves nothing running. ``--from WHEN`` first resets the app to that time (below) with
+its topology's source topics as inputs, so it processes them from there with empty state.
 
 Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC [-n N]
-[--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME | reset NAME
-| dashboard NAME | kafka start|stop|status [--port P]`` (the local Apache Kafka of ``kstream-nb kafka``).
+[--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME |
+reset NAME [--to WHEN] [--input-topics T1,T2] | dashboard NAME | kafka start|stop|status [--port P]`` (the
+local Apache Kafka of ``kstream-nb kafka``). WHEN is a duration ago (``10m``, ``-1h``), an ISO-8601 time
+(naive = UTC) or epoch ms; ``reset`` also takes ``earliest``/``latest`` (``ks.reset_app``: Kafka's
+application reset tool). ``tail --since`` shows every record from then on (``-n`` caps it to the newest).
 ``tail`` shows each key and value in the format it was written in (the ``auto`` serde); ``topics TOPIC
 [--sample N] [--spread]`` profiles one topic (``ks.profile_topic``).
 Kernel shutdown (interpreter exit) stops every app and refresher.
@@ -43,10 +47,14 @@ from kstream_nb.cluster.local_kafka import BrokerStatus, LocalKafka, LocalKafkaE
 from kstream_nb.cluster.profile import DEFAULT_SAMPLE, TopicProfile, profile_topic
 from kstream_nb.cluster.topic_io import produce, read_topic
 from kstream_nb.dsl.builder import StreamsBuilder
+from kstream_nb.durations import to_millis
 from kstream_nb.jupyter.refresher import stop_all_refreshers
 from kstream_nb.jupyter.reprs import register_formatters
 from kstream_nb.jupyter.widgets import SHOW_ALL, AssignmentView, Dashboard, JoinTable, TopologyGraph
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
+from kstream_nb.runtime.app_reset import AppRunningError
+from kstream_nb.runtime.app_reset import reset_app as reset_to
+from kstream_nb.time_bounds import TimeBound, to_epoch_ms
 from kstream_nb.topology.naming import is_internal_topic
 
 DEFAULT_BOOTSTRAP = "memory://"
@@ -156,22 +164,38 @@ def managed_apps() -> dict[str, KafkaStreams]:
         return {name: m.app for name, m in _MANAGED.items()}
 
 
-def reset_app(name: str, bootstrap_servers: str = DEFAULT_BOOTSTRAP) -> list[str]:
-    """Kafka's application reset: forgets the group's committed offsets and deletes the app's internal
-    (changelog and repartition) topics, so the next run re-reads its inputs from the beginning.
-    The app must not be running. Returns what was removed."""
-    if any(a.application_id == name for a in running_apps()):
-        raise UsageError(f"kstream app {name!r} is running; stop it first (%kstream stop {name})")
-    admin = connect(bootstrap_servers).admin()
-    internal = [t for t in admin.list_topics() if is_internal_topic(t, name)]
-    if internal:
-        admin.delete_topics(internal)
-    removed = [f"topic {t}" for t in internal]
-    delete_group = getattr(admin, "delete_group", None)
-    if delete_group is not None:
-        delete_group(name)
-        removed.append(f"group {name} (committed offsets)")
-    return removed
+def reset_app(
+    name: str,
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP,
+    to: TimeBound = "earliest",
+    input_topics: list[str] | None = None,
+    state_dir: str | None = None,
+) -> list[str]:
+    """``ks.reset_app`` (Kafka's application reset: input offsets to ``to``, internal topics deleted, local state
+    wiped) for the notebook: a running app is refused as a UsageError naming its instances. Returns what was
+    done, a line each."""
+    try:
+        return reset_to(name, bootstrap_servers, to=to, input_topics=input_topics, state_dir=state_dir).lines()
+    except AppRunningError as e:
+        raise UsageError(f"{e} (%kstream stop {name})") from e
+
+
+def _when(text: str, what: str) -> TimeBound:
+    """A WHEN argument: a bare duration (``10m``) means that long ago; other forms as ``to_epoch_ms``."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        to_millis(text, what)
+    except ValueError:
+        bound: TimeBound = text
+    else:
+        bound = f"-{text}"
+    try:
+        to_epoch_ms(bound, what)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return bound
 
 
 def _register_atexit() -> None:
@@ -200,6 +224,7 @@ def _cell_parser() -> _Parser:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--eos", action="store_true")
     p.add_argument("--from-beginning", action="store_true", dest="from_beginning")
+    p.add_argument("--from", default=None, dest="from_time")
     p.add_argument("--show", default=",".join(SHOW_ALL))
     return p
 
@@ -222,7 +247,8 @@ def _line_parser() -> _Parser:
     s.add_argument("--schema-registry", default=None, dest="schema_registry")
     s = sub.add_parser("tail", add_help=False)
     s.add_argument("topic")
-    s.add_argument("-n", type=int, default=10)
+    s.add_argument("-n", type=int, default=None)
+    s.add_argument("--since", default=None)
     s.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP)
     s.add_argument("--follow", action="store_true")
     s.add_argument("--schema-registry", default=None, dest="schema_registry")
@@ -239,6 +265,8 @@ def _line_parser() -> _Parser:
     s = sub.add_parser("reset", add_help=False)
     s.add_argument("name")
     s.add_argument("--bootstrap", default=None)
+    s.add_argument("--to", default="earliest")
+    s.add_argument("--input-topics", default=None, dest="input_topics")
     s = sub.add_parser("dashboard", add_help=False)
     s.add_argument("name")
     s.add_argument("--show", default=",".join(SHOW_ALL))
@@ -303,8 +331,15 @@ class KStreamMagics(Magics):
         config: dict[str, Any] = {}
         if args.eos:
             config["processing_guarantee"] = "exactly_once_v2"
+        if args.from_beginning and args.from_time:
+            raise UsageError("%%kstream: give --from-beginning or --from WHEN, not both")
         if args.from_beginning:
             reset_app(name, args.bootstrap)
+        elif args.from_time:
+            when = args.from_time if args.from_time in ("earliest", "latest") else _when(args.from_time, "--from")
+            admin = connect(args.bootstrap).admin()
+            sources = [t for t in topology.source_topics() if not topology.is_internal(t)]
+            reset_app(name, args.bootstrap, when, [t for t in sources if admin.partition_count(t) is not None])
         app = KafkaStreams(
             topology,
             application_id=name,
@@ -340,8 +375,9 @@ class KStreamMagics(Magics):
         if command is None:
             raise UsageError(
                 "usage: %kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC "
-                "[-n N] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment "
-                "NAME | reset NAME | dashboard NAME | kafka start|stop|status [--port P]"
+                "[-n N] [--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE "
+                "| assignment NAME | reset NAME [--to WHEN|earliest|latest] [--input-topics T1,T2] | dashboard "
+                "NAME | kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
 
@@ -428,10 +464,11 @@ class KStreamMagics(Magics):
         return pd.DataFrame(rows, columns=["topic", "partitions", "records", "end_offsets", "internal"])
 
     def _cmd_tail(self, args: argparse.Namespace) -> pd.DataFrame | None:
-        if args.n < 1:
+        if args.n is not None and args.n < 1:
             raise UsageError(f"-n must be >= 1, got {args.n}")
-        if args.follow:
-            table = JoinTable(args.bootstrap, args.topic, n=args.n, autostart=False)
+        since = None if args.since is None else to_epoch_ms(_when(args.since, "--since"), "--since")
+        if args.follow:  # the newest n records from `since` on, live
+            table = JoinTable(args.bootstrap, args.topic, n=args.n or 10, autostart=False, start=since)
             with _LOCK:
                 _FOLLOWERS.append(table)
             display(table)
@@ -442,17 +479,19 @@ class KStreamMagics(Magics):
             return None
         # auto: each key and value in the format it was written in (JSON, text, Java numbers, Schema Registry
         # records), bytes it cannot decode as a hex preview: a tail never fails on a record
+        n = args.n if args.n is not None or since is not None else 10
         frame = read_topic(
             args.topic,
             args.bootstrap,
             key_serde="auto",
             value_serde="auto",
-            from_beginning=False,
-            max_records=args.n,
+            from_beginning=n is None,
+            max_records=n,
             schema_registry_url=args.schema_registry,
+            start=since,
         )
-        frame = frame.sort_values(["timestamp", "partition", "offset"]).tail(args.n)
-        return frame.reset_index(drop=True)
+        frame = frame.sort_values(["timestamp", "partition", "offset"], kind="stable")
+        return (frame if n is None else frame.tail(n)).reset_index(drop=True)
 
     def _cmd_produce(self, args: argparse.Namespace) -> int:
         assert self.shell is not None
@@ -484,8 +523,11 @@ class KStreamMagics(Magics):
             servers = args.bootstrap or _BOOTSTRAP_OF.get(args.name, DEFAULT_BOOTSTRAP)
             if managed is not None and managed.app.state in (State.NOT_RUNNING, State.ERROR):
                 _MANAGED.pop(args.name, None)
-        removed = reset_app(args.name, servers)
-        print(f"reset {args.name} on {servers}: " + ("; ".join(removed) if removed else "nothing to remove"))
+        to = args.to if args.to in ("earliest", "latest") else _when(args.to, "--to")
+        topics = [t.strip() for t in args.input_topics.split(",") if t.strip()] if args.input_topics else None
+        state_dir = managed.app.config.state_dir if managed is not None else None
+        done = reset_app(args.name, servers, to, topics, state_dir)
+        print(f"reset {args.name} on {servers} to {args.to}:\n  " + "\n  ".join(done or ["nothing to do"]))
 
     def _cmd_dashboard(self, args: argparse.Namespace) -> None:
         app = get_app(args.name)

@@ -26,8 +26,19 @@ def prefixed(application_id: str, topic: str) -> str:
     return f"{application_id}-{topic}"
 
 
+#: the suffixes of an app's internal topics, as Kafka's application reset tool recognises them (the last two:
+#: a foreign-key join's subscription topics)
+INTERNAL_SUFFIXES = (
+    CHANGELOG_SUFFIX,
+    REPARTITION_SUFFIX,
+    "-subscription-registration-topic",
+    "-subscription-response-topic",
+)
+
+
 def is_internal_topic(name: str, application_id: str | None = None) -> bool:
-    """Whether a broker's topic is a changelog or repartition topic (of ``application_id`` when given)."""
+    """Whether a broker's topic is a changelog, repartition or foreign-key subscription topic (of
+    ``application_id`` when given)."""
     if application_id is not None and not name.startswith(f"{application_id}-"):
         return False
-    return name.endswith(CHANGELOG_SUFFIX) or name.endswith(REPARTITION_SUFFIX)
+    return name.endswith(INTERNAL_SUFFIXES)

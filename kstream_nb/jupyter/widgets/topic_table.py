@@ -36,6 +36,7 @@ class JoinTable(LiveWidget):
         max_rate_hz: float = DEFAULT_RATE_HZ,
         columns: Sequence[str] | None = None,
         autostart: bool = True,
+        start: int | None = None,
     ) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -43,6 +44,8 @@ class JoinTable(LiveWidget):
         self.bootstrap_servers = app.config.bootstrap_servers if app is not None else str(source)
         self.topic = topic
         self.n = n
+        #: epoch ms: records older than this (by the topic's time index) are never shown (``tail --since``)
+        self.start = start
         self.fixed_columns = list(columns) if columns else None
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
@@ -54,7 +57,9 @@ class JoinTable(LiveWidget):
     def read(self) -> list[dict[str, Any]]:
         """The last ``n`` records, newest first, as flat dicts."""
         try:
-            frame = read_topic(self.topic, self.bootstrap_servers, from_beginning=False, max_records=self.n)
+            frame = read_topic(
+                self.topic, self.bootstrap_servers, from_beginning=False, max_records=self.n, start=self.start
+            )
         except StreamsError as e:
             if "does not exist" in str(e):
                 return []
