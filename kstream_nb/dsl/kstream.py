@@ -377,6 +377,12 @@ class KStream:
     def __repr__(self) -> str:
         return f"KStream({self.node})"
 
+    def _repr_html_(self) -> str:
+        """In notebooks: this stream's node, sub-topology and upstream topics in the topology built so far."""
+        from kstream_nb.topology.place_html import node_place_html
+
+        return node_place_html(self._builder.topology, self.node, "KStream")
+
 
 class BranchedKStream:
     """``split()`` in progress: each ``branch`` adds a predicate; ``default_branch`` ends it."""

@@ -427,6 +427,15 @@ class KTable:
     def __repr__(self) -> str:
         return f"KTable({self.node}{', store=' + repr(self.store_name) if self.store_name else ''})"
 
+    def _repr_html_(self) -> str:
+        """In notebooks: this table's node, store, sub-topology and upstream topics in the topology so far."""
+        from html import escape
+
+        from kstream_nb.topology.place_html import node_place_html
+
+        store = f", store <code>{escape(self.store_name)}</code>" if self.store_name else ""
+        return node_place_html(self._builder.topology, self.node, "KTable", store)
+
 
 class GlobalKTable:
     """A table fully replicated on every instance (all partitions), joinable from any stream by a key selector."""

@@ -69,13 +69,7 @@ class CompositeReadOnlyKeyValueStore(ReadOnlyKeyValueStore):
 
     def _repr_html_(self) -> str | None:
         """A table of the first entries in notebooks (plain repr when the store is not available)."""
-        try:
-            frame = self.to_pandas()
-        except InvalidStateStoreError:
-            return None
-        head = frame.head(20).to_html(index=False)
-        more = f"<p>{len(frame)} entries, showing 20</p>" if len(frame) > 20 else ""
-        return f"<p>store <code>{html.escape(self.name)}</code></p>{head}{more}"
+        return _head_html(self, "store", "entries")
 
 
 class CompositeVersionedKeyValueStore(CompositeReadOnlyKeyValueStore):
@@ -148,6 +142,21 @@ class CompositeWindowStore:
         except InvalidStateStoreError:
             return f"<window store {self.name!r}: not available>"
         return f"<window store {self.name!r}: {n} windows>"
+
+    def _repr_html_(self) -> str | None:
+        """A table of the first windows (key, start, end, value) in notebooks (plain repr when unavailable)."""
+        return _head_html(self, "window store", "windows")
+
+
+def _head_html(view: Any, kind: str, rows: str, n: int = 20) -> str | None:
+    """The first ``n`` rows of a store view's ``to_pandas()`` as HTML; None when the store is not available."""
+    try:
+        frame = view.to_pandas()
+    except InvalidStateStoreError:
+        return None
+    head = frame.head(n).to_html(index=False)
+    more = f"<p>{len(frame)} {rows}, showing {n}</p>" if len(frame) > n else ""
+    return f"<p>{kind} <code>{html.escape(view.name)}</code></p>{head}{more}"
 
 
 def _plain(value: Any) -> Any:
