@@ -56,6 +56,8 @@ class KStreamKStreamJoinSide(Processor):
         time``, as the join buffer expires them): ``[stream time - grace - before - after, stream time - grace]``,
         the same on both sides. Stream time: the join's shared one (outer joins), else what the stores saw."""
         w = self.windows
+        if not hasattr(self, "this_store"):
+            return None  # not initialized yet (its task is restoring)
         if self.buffer is not None:
             stream_time = self.buffer.stream_time
         else:
