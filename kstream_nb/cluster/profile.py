@@ -333,7 +333,8 @@ def read_range(
     progress_at = time.monotonic()
     while consumer.position(tp) < stop and (limit is None or len(out) < limit):
         before = consumer.position(tp)
-        batches = consumer.poll(0.2, min(10_000, stop - before))
+        wanted = min(10_000, stop - before, 10_000 if limit is None else limit - len(out))
+        batches = consumer.poll(0.2, wanted)
         if not batches and consumer.position(tp) == before:
             if time.monotonic() - progress_at > _STALL_S:
                 raise StreamsError(
