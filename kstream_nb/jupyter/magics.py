@@ -15,9 +15,9 @@ its topology's source topics as inputs, so it processes them from there with emp
 Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC [-n N]
 [--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME |
 reset NAME [--to WHEN] [--input-topics T1,T2] | dashboard NAME | kafka start|stop|status [--port P]`` (the
-local Apache Kafka of ``kstream-nb kafka``). WHEN is a duration ago (``10m``, ``-1h``), an ISO-8601 time
-(naive = UTC) or epoch ms; ``reset`` also takes ``earliest``/``latest`` (``ks.reset_app``: Kafka's
-application reset tool). ``tail --since`` shows every record from then on (``-n`` caps it to the newest).
+local Apache Kafka of ``kstream-nb kafka``). WHEN is a duration ago (``10m``; or ``--since=-10m``), an
+ISO-8601 time (naive = UTC) or epoch ms; ``reset`` also takes ``earliest``/``latest`` (``ks.reset_app``:
+Kafka's application reset tool). ``tail --since`` shows every record from then on (``-n``: the newest N).
 ``tail`` shows each key and value in the format it was written in (the ``auto`` serde); ``topics TOPIC
 [--sample N] [--spread]`` profiles one topic (``ks.profile_topic``).
 Kernel shutdown (interpreter exit) stops every app and refresher.
