@@ -62,8 +62,8 @@ def write_rows(
     cluster = connect(bootstrap, client_config)
     cluster.admin().create_topics([TopicSpec(topic, len(PER_PARTITION))], exist_ok=True)
     producer = cluster.producer()
-    for row in rows.itertuples():
-        producer.send(topic, row.key, row.value, int(row.timestamp), HEADERS, int(row.partition))
+    for row in rows.to_dict("records"):
+        producer.send(topic, row["key"], row["value"], int(row["timestamp"]), HEADERS, int(row["partition"]))
     producer.flush()
     producer.close()
 

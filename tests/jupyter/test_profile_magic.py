@@ -19,6 +19,7 @@ def test_topics_topic_profiles_it(shell: InteractiveShell, url: str) -> None:
     assert isinstance(profile, ks.TopicProfile)
     assert profile.to_pandas()["records"].tolist() == recount(rows)["records"].tolist()
     assert profile.sampled == 15 and profile.sampling == "last"
+    assert shell.display_formatter is not None
     html = shell.display_formatter.formatters["text/html"](profile)
     assert html == profile._repr_html_()
     assert "<b>100</b> records" in html and "the last 5 records of each partition" in html
