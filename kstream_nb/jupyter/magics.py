@@ -183,8 +183,6 @@ def reset_app(
 def _when(text: str, what: str) -> TimeBound:
     """A WHEN argument: a bare duration (``10m``) means that long ago; other forms as ``to_epoch_ms``."""
     text = text.strip()
-    if text.isdigit():
-        return int(text)
     try:
         to_millis(text, what)
     except ValueError:

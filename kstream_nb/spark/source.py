@@ -52,6 +52,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kstream_nb import time_bounds
 from kstream_nb.errors import StreamsError
 
 SHORT_NAME = "kstream"
@@ -88,22 +89,13 @@ class TopicInputPartition(InputPartition):
 
 
 def to_epoch_ms(value: Any, what: str) -> int | None:
-    """Epoch ms from an int, a numeric string, an ISO date-time string or a datetime (None stays None)."""
+    """Epoch ms of a time bound as ``kstream_nb.time_bounds`` reads it (None and "" stay None)."""
     if value is None or value == "":
         return None
-    import pandas as pd
-
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
     try:
-        ts = pd.Timestamp(value)
-    except (ValueError, TypeError) as e:
-        raise StreamsError(f"{what} must be epoch milliseconds or an ISO date-time, got {value!r}") from e
-    if ts.tzinfo is None:
-        ts = ts.tz_localize("UTC")
-    return int(ts.value // 1_000_000)
+        return time_bounds.to_epoch_ms(value, what)
+    except ValueError as e:
+        raise StreamsError(str(e)) from e
 
 
 def _offsets_option(options: Mapping[str, str], name: str) -> dict[int, int] | str:

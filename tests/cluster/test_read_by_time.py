@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -68,7 +69,7 @@ def test_bad_bounds_name_the_argument(bootstrap: str) -> None:
     with pytest.raises(ValueError, match="start: cannot read 'yesterday'"):
         read_topic("t", bootstrap, start="yesterday")
     with pytest.raises(ValueError, match="end must be"):
-        read_topic("t", bootstrap, end=1.5)  # type: ignore[arg-type]
+        read_topic("t", bootstrap, end=[5])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="end: cannot read '-ten minutes'"):
         read_topic("t", bootstrap, end="-ten minutes")
 
@@ -82,3 +83,7 @@ def test_time_bounds_parse_as_documented() -> None:
     assert to_epoch_ms("-1h", now=10_000_000) == 10_000_000 - 3_600_000
     assert to_epoch_ms("-90s", now=100_000) == 10_000
     assert to_epoch_ms(pd.Timestamp("2026-11-26 10:00:00.123456")) == 1_795_687_200_123
+    assert to_epoch_ms(np.datetime64("2026-11-26T10:00:00")) == 1_795_687_200_000
+    assert to_epoch_ms("1795687200000") == to_epoch_ms(1_795_687_200_000.0) == 1_795_687_200_000
+    with pytest.raises(ValueError, match="cannot read '10m'"):  # pandas would read 00:10 of year 1
+        to_epoch_ms("10m")
