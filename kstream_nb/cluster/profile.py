@@ -176,8 +176,8 @@ class TopicProfile:
         )
 
     def _repr_html_(self) -> str:
-        """The profile as HTML (rendered by ``kstream_nb.jupyter.profile_html``, imported when a notebook asks)."""
-        from kstream_nb.jupyter.profile_html import profile_html
+        """The profile as HTML (``cluster/profile_html.py``, imported when a notebook asks)."""
+        from kstream_nb.cluster.profile_html import profile_html
 
         return profile_html(self)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kstream_nb.cluster.profile import TopicProfile
-from kstream_nb.jupyter.profile_html import profile_html
 from kstream_nb.jupyter.svg import topology_svg
 from kstream_nb.runtime.app import KafkaStreams
 from kstream_nb.topology.description import TopologyDescription
@@ -85,4 +83,3 @@ def register_formatters(shell: Any) -> None:
     html.for_type(Topology, lambda t: description_html(t.describe()))
     html.for_type(TopologyDescription, description_html)
     html.for_type(KafkaStreams, app_html)
-    html.for_type(TopicProfile, profile_html)
