@@ -32,7 +32,7 @@ def test_java_string_keyed_table_joins_a_stream_keyed_by_str(
 ) -> None:
     users, orders, out = names("users"), names("orders"), names("enriched")
     admin = connect(kafka_bootstrap).admin()
-    admin.create_topics([TopicSpec(users, PARTITIONS), TopicSpec(orders, PARTITIONS)])
+    admin.create_topics([TopicSpec(users, PARTITIONS), TopicSpec(orders, PARTITIONS), TopicSpec(out, PARTITIONS)])
     _produce_like_java(kafka_bootstrap, users)
 
     # the defaults read the Java producer's topic: each key where Java put it, as the user id
