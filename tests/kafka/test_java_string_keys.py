@@ -27,9 +27,7 @@ def _produce_like_java(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def test_java_string_keyed_table_joins_a_stream_keyed_by_str(
-    kafka_bootstrap: str, names, make_kafka_app
-) -> None:
+def test_java_string_keyed_table_joins_a_stream_keyed_by_str(kafka_bootstrap: str, names, make_kafka_app) -> None:
     users, orders, out = names("users"), names("orders"), names("enriched")
     admin = connect(kafka_bootstrap).admin()
     admin.create_topics([TopicSpec(users, PARTITIONS), TopicSpec(orders, PARTITIONS), TopicSpec(out, PARTITIONS)])
