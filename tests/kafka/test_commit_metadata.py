@@ -55,3 +55,36 @@ def test_offsets_committed_in_a_transaction_keep_their_metadata(kafka_bootstrap:
     assert consumer.committed_metadata([tp]) == {tp: '{"processors": {"wc": 20000}}'}
     producer.close()
     consumer.close()
+
+
+class _FetchTimesOut:
+    """A librdkafka consumer whose offset fetch times out, as one did for minutes after a broker restart."""
+
+    def __init__(self, consumer: object) -> None:
+        self._consumer = consumer
+
+    def committed(self, *args: object, **kwargs: object) -> object:
+        from confluent_kafka import KafkaError, KafkaException
+
+        raise KafkaException(
+            KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out")
+        )
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._consumer, name)
+
+
+def test_a_fetch_that_times_out_is_answered_through_the_admin_client(kafka_bootstrap: str) -> None:
+    topic = f"meta-{os.urandom(4).hex()}"
+    connect(kafka_bootstrap).admin().create_topics([TopicSpec(topic, 2)])
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    consumer = member_of(kafka_bootstrap, topic)
+    consumer.commit({tps[0]: 5, tps[1]: 9}, {tps[0]: '{"stream_time": 3}'})
+    real = consumer._consumer  # type: ignore[attr-defined]
+    consumer._consumer = _FetchTimesOut(real)  # type: ignore[attr-defined]
+    try:
+        assert consumer.committed(tps) == {tps[0]: 5, tps[1]: 9}
+        assert consumer.committed_metadata(tps) == {tps[0]: '{"stream_time": 3}'}
+    finally:
+        consumer._consumer = real  # type: ignore[attr-defined]
+        consumer.close()
