@@ -174,19 +174,29 @@ class KafkaAdmin(Admin):
 
     def group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """The committed offsets of a consumer group (empty when it has none)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        futures = self._client().list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.cluster.timeout_s
-        )
-        result = futures[group_id].result()
         return dict(
             sorted(
                 (TopicPartition(tp.topic, tp.partition), int(tp.offset))
-                for tp in result.topic_partitions or []
+                for tp in self.committed_partitions(group_id)
                 if tp.offset is not None and tp.offset >= 0
             )
         )
+
+    def committed_partitions(
+        self, group_id: str, tps: Iterable[TopicPartition] | None = None, require_stable: bool = False
+    ) -> list[Any]:
+        """confluent-kafka's TopicPartitions (offset and metadata) the group committed, for ``tps`` or all;
+        ``require_stable``: only once no transaction holding offsets for them is open."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as CKTopicPartition
+
+        asked = None if tps is None else [CKTopicPartition(tp.topic, tp.partition) for tp in tps]
+        futures = self._client().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id, asked)],
+            require_stable=require_stable,
+            request_timeout=self.cluster.timeout_s,
+        )
+        return list(futures[group_id].result().topic_partitions or [])
 
     def group_members(self, group_id: str) -> dict[str, frozenset[TopicPartition]]:
         """Member id -> partitions it owns, from DescribeConsumerGroups (a group without members: empty)."""

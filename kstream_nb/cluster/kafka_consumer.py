@@ -525,25 +525,18 @@ class KafkaConsumer(Consumer):
             raise StreamsError(message) from e
 
     def _committed_by_admin(self, tps: list[TopicPartition]) -> list[Any] | None:
-        """The group's stable committed offsets (with their metadata) asked through the admin client, after the
-        consumer's own fetch timed out: seen after a broker restart, the consumer's fetch kept timing out for
-        minutes while the group's coordinator answered other clients. None when this fails too."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        group = self.group_id
-        if group is None:
+        """The group's stable committed offsets asked through the admin client, after the consumer's own fetch
+        timed out: seen after a broker restart, the consumer's fetch kept timing out for minutes while the
+        group's coordinator answered other clients. None when this fails too."""
+        if self.group_id is None:
             return None
-        request = ConsumerGroupTopicPartitions(group, [CKTopicPartition(tp.topic, tp.partition) for tp in tps])
         try:
-            futures = self.cluster.admin_client().list_consumer_group_offsets(
-                [request], require_stable=True, request_timeout=self.cluster.timeout_s
-            )
-            result = futures[group].result()
+            answer = self.cluster.admin().committed_partitions(self.group_id, tps, require_stable=True)
         except KafkaException as e:
             log.warning("%s: the committed offsets asked through the admin client too: %s", self, e)
             return None
         log.info("%s: committed offsets read through the admin client (the consumer's fetch timed out)", self)
-        return list(result.topic_partitions or [])
+        return answer
 
     def _committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}
