@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from kstream_nb.cluster.local_kafka import LocalKafkaError, _exclusive, cache_dir, free_port, java_version
+from kstream_nb.cluster.local_kafka import (
+    LocalKafkaError,
+    _exclusive,
+    cache_dir,
+    free_port,
+    java_version,
+    wait_until_answers,
+)
 
 #: The Maven project that builds the server, and the Maven settings that send every repository to Central.
 PROJECT = Path(__file__).parent / "registry"
@@ -118,25 +124,15 @@ class RegistryServer:
         return self
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RegistryServerError(
-                    f"the schema registry exited with code {process.returncode} while starting; "
-                    f"the end of its log ({self.log_path}):\n{self.log_tail()}"
-                )
+        def answers() -> bool:
             try:
                 with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
+                    return bool(answer.status == 200)
             except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RegistryServerError(
-                    f"the schema registry did not answer GET {self.url}/subjects within {timeout:.0f} s; "
-                    f"the end of its log ({self.log_path}):\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
+                return False
+
+        wait_until_answers(process, answers, timeout, "the schema registry", f"GET {self.url}/subjects",
+                           self.log_path, self.log_tail, RegistryServerError)  # fmt: skip
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the server's output, for error messages."""

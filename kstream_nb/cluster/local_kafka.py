@@ -26,7 +26,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +201,32 @@ def _runs_broker(pid: int, config: Path) -> bool:
     except OSError:
         return False
     return "kafka.Kafka" in args and any(os.path.realpath(a) == os.path.realpath(config) for a in args if a)
+
+
+def wait_until_answers(
+    process: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    timeout: float,
+    what: str,
+    where: str,
+    log_path: Path,
+    log_tail: Callable[[], str],
+    error: type[Exception],
+) -> None:
+    """Polls ``answers()`` until a started server (``what``, asked at ``where``) answers; raises ``error`` with
+    the end of its log when the process exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not answers():
+        if process.poll() is not None:
+            raise error(
+                f"{what} exited with code {process.returncode} while starting; the end of its log:\n{log_tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise error(
+                f"{what} did not answer {where} within {timeout:.0f} s; the end of its log ({log_path}):\n"
+                f"{log_tail()}"
+            )
+        time.sleep(0.2)
 
 
 @dataclass
@@ -454,24 +480,15 @@ class LocalKafka:
             {"bootstrap.servers": self.bootstrap_servers, "socket.connection.setup.timeout.ms": 1000,
              "log_level": 0, **self.client_config}
         )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise LocalKafkaError(
-                    f"Kafka exited with code {process.returncode} while starting; "
-                    f"the end of its log:\n{self.log_tail()}"
-                )
+
+        def answers() -> bool:
             try:
-                if admin.list_topics(timeout=1).brokers:
-                    return
+                return bool(admin.list_topics(timeout=1).brokers)
             except Exception:
-                pass
-            if time.monotonic() > deadline:
-                raise LocalKafkaError(
-                    f"Kafka did not answer on {self.bootstrap_servers} within {timeout:.0f} s; "
-                    f"the end of its log ({self.log_path}):\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
+                return False
+
+        wait_until_answers(process, answers, timeout, "Kafka", f"on {self.bootstrap_servers}", self.log_path,
+                           self.log_tail, LocalKafkaError)  # fmt: skip
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the broker's log and console output, for error messages."""
