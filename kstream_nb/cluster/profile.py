@@ -9,7 +9,6 @@ its last (``sampling="spread"``: older formats too, one seek per run).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,15 +21,14 @@ from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory import MemoryCluster
 from kstream_nb.cluster.records import ConsumerRecord, TopicPartition
 from kstream_nb.cluster.schema_registry import registry_configs
-from kstream_nb.errors import StreamsError, UnknownTopicError
+from kstream_nb.cluster.topic_io import read_range
+from kstream_nb.errors import UnknownTopicError
 
 DEFAULT_SAMPLE = 1000
 #: how many evenly spread runs ``sampling="spread"`` reads per partition
 SPREAD_RUNS = 10
 #: how many sampled records a profile keeps to show (the newest)
 SHOWN_RECORDS = 5
-#: how long a read waits for the next record of a range it has not read to its end
-_STALL_S = 30.0
 #: the dtype a column gets, by ``pandas.api.types.infer_dtype`` of its non-null sampled values
 _DTYPES = {
     "integer": "int64",
@@ -315,39 +313,9 @@ def _sample_partition(
     records = [found[o] for o in sorted(found)]
     first = records[0].timestamp if records and runs[0][0] == begin else None
     if first is None:
-        head = read_range(consumer, tp, begin, end, limit=1)
+        head = list(read_range(consumer, tp, begin, end, limit=1))
         first = head[0].timestamp if head else None
     return records, (first, records[-1].timestamp if records else None)
-
-
-def read_range(
-    consumer: Consumer, tp: TopicPartition, start: int, stop: int, limit: int | None = None
-) -> list[ConsumerRecord]:
-    """The records of ``tp`` from offset ``start`` to before ``stop`` (at most ``limit``), serialized;
-    raises naming the partition and offset when none comes for ``_STALL_S`` seconds before ``stop``."""
-    out: list[ConsumerRecord] = []
-    if start >= stop:
-        return out
-    consumer.assign([tp])
-    consumer.seek(tp, start)
-    progress_at = time.monotonic()
-    while consumer.position(tp) < stop and (limit is None or len(out) < limit):
-        before = consumer.position(tp)
-        wanted = min(10_000, stop - before, 10_000 if limit is None else limit - len(out))
-        batches = consumer.poll(0.2, wanted)
-        if not batches and consumer.position(tp) == before:
-            if time.monotonic() - progress_at > _STALL_S:
-                raise StreamsError(
-                    f"profiling topic {tp.topic!r} partition {tp.partition}: no record for {_STALL_S:g}s at "
-                    f"offset {before}, before offset {stop}"
-                )
-            continue
-        progress_at = time.monotonic()
-        for batch in batches:
-            for rec in batch.records:
-                if rec.partition == tp.partition and start <= rec.offset < stop:
-                    out.append(rec)
-    return out if limit is None else out[:limit]
 
 
 def record_size(rec: ConsumerRecord) -> int:

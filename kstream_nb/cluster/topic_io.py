@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -354,6 +354,23 @@ def _read_partition(
     vser: Serde,
     rows: dict[str, list[Any]],
 ) -> None:
+    for rec in read_range(consumer, tp, start, end, limit):
+        key = _deserialize(kser, rec, "key", rec.key)
+        value = _deserialize(vser, rec, "value", rec.value)
+        rows["partition"].append(rec.partition)
+        rows["offset"].append(rec.offset)
+        rows["timestamp"].append(rec.timestamp)
+        rows["key"].append(key)
+        rows["value"].append(value)
+        rows["headers"].append(rec.headers)
+
+
+def read_range(
+    consumer: Any, tp: TopicPartition, start: int, end: int, limit: int | None = None
+) -> Iterator[ConsumerRecord]:
+    """The records of ``tp`` from offset ``start`` to before ``end`` (at most ``limit``), serialized, as they are
+    fetched; raises naming the partition and offset when none comes for ``_STALL_S`` seconds before ``end``:
+    a partial partition is never returned as the whole (a remote broker may take a moment to answer)."""
     if start >= end:
         return
     consumer.assign([tp])
@@ -362,9 +379,8 @@ def _read_partition(
     progress_at = time.monotonic()
     while consumer.position(tp) < end and (limit is None or taken < limit):
         before = consumer.position(tp)
-        batches = consumer.poll(0.2, 10_000 if limit is None else min(10_000, limit - taken))
+        batches = consumer.poll(0.2, min(10_000, end - before, 10_000 if limit is None else limit - taken))
         if not batches and consumer.position(tp) == before:
-            # a remote broker may take a moment to answer; a partial partition is never returned as the whole
             if time.monotonic() - progress_at > _STALL_S:
                 raise StreamsError(
                     f"reading topic {tp.topic!r} partition {tp.partition}: no record for {_STALL_S:g}s at "
@@ -374,16 +390,11 @@ def _read_partition(
         progress_at = time.monotonic()
         for batch in batches:
             for rec in batch.records:
-                if rec.offset >= end or (limit is not None and taken >= limit):
-                    break
-                key = _deserialize(kser, rec, "key", rec.key)
-                value = _deserialize(vser, rec, "value", rec.value)
-                rows["partition"].append(rec.partition)
-                rows["offset"].append(rec.offset)
-                rows["timestamp"].append(rec.timestamp)
-                rows["key"].append(key)
-                rows["value"].append(value)
-                rows["headers"].append(rec.headers)
+                if rec.partition != tp.partition or not start <= rec.offset < end:
+                    continue
+                if limit is not None and taken >= limit:
+                    return
+                yield rec
                 taken += 1
 
 
