@@ -118,17 +118,22 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
 
 
+def _json_bytes(serde: Serde, topic: str, data: Any) -> bytes:
+    """``data`` as compact JSON bytes (orjson's own keep a ~4 KiB buffer each: a copy keeps logs and stores
+    small); an error names ``serde`` and the topic."""
+    try:
+        return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise _ser_error(serde, topic, data, exc) from exc
+
+
 class JsonSerde(Serde):
     """JSON via orjson; handles numpy scalars/arrays, pandas Timestamps (ISO strings) and datetimes."""
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
-        try:
-            # orjson's bytes keep a ~4 KiB buffer each; a compact copy keeps logs and stores small
-            return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise _ser_error(self, topic, data, exc) from exc
+        return _json_bytes(self, topic, data)
 
     def serializer(self, topic: str, compact: bool = True) -> Callable[[Any], bytes | None]:
         """``serialize`` as a closure over orjson (no method lookups per record); without the compact copy
@@ -333,10 +338,7 @@ class StringOrJsonSerde(Serde):
             return data.encode("utf-8")
         if isinstance(data, bytes | bytearray | memoryview):
             return bytes(data)
-        try:
-            return memoryview(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS)).tobytes()
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise _ser_error(self, topic, data, exc) from exc
+        return _json_bytes(self, topic, data)
 
     def canonical_key(self) -> Callable[[Any], Any] | None:
         deserialize, ambiguous = self.deserialize, _AMBIGUOUS_STR_START
