@@ -51,6 +51,9 @@ class GroupMember:
     pending: Assignment | None = None
     joined: bool = False
     active: bool = True
+    #: the member's own assignor, as Kafka's ConsumerPartitionAssignor on each member: its optional
+    #: ``subscription_userdata()`` joins the subscription, its optional ``on_assignment(a)`` sees the result
+    assignor: GroupAssignor | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class ConsumerGroup:
             self.assignor = assignor or RangeAssignor()
         self.members[member.member_id] = member
         self.timeouts[member.member_id] = timeouts
+        member.assignor = assignor
         member.active = True
         member.last_poll = time.monotonic()
         self.trigger()
@@ -147,6 +151,9 @@ class ConsumerGroup:
         """Records that ``member`` revoked everything and joined the current rebalance."""
         member.owned = frozenset()
         member.joined = True
+        extra = getattr(member.assignor, "subscription_userdata", None)
+        if extra is not None and isinstance(userdata, dict):
+            userdata = {**userdata, **extra()}
         self.subscriptions[member.member_id] = Subscription(member.topics, userdata)
 
     def barrier_complete(self) -> bool:
@@ -173,6 +180,9 @@ class ConsumerGroup:
             seen |= partitions
             member.pending = Assignment(partitions, assignment.userdata)
             member.joined = False
+            on_assignment = getattr(member.assignor, "on_assignment", None)
+            if on_assignment is not None:
+                on_assignment(member.pending)
         self.generation += 1
         self.rebalancing = False
         self.subscriptions.clear()

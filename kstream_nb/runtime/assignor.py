@@ -56,7 +56,21 @@ class StreamsPartitionAssignor:
         self.application_id = application_id
         self.admin = admin
         self.missing_topics: list[str] = []
+        #: this instance's interactive-query endpoint (``application_server``), sent with each subscription as
+        #: Kafka Streams' SubscriptionInfo carries it; and the group-wide ``{"all", "endpoints"}`` of the last
+        #: assignment received (memory://; Kafka's StreamsMetadataState, filled in ``onAssignment``)
+        self.endpoint: str | None = None
+        self.group_hosts: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def subscription_userdata(self) -> dict[str, Any]:
+        """What this instance adds to each of its members' subscriptions (its endpoint)."""
+        return {"endpoint": self.endpoint}
+
+    def on_assignment(self, assignment: Assignment) -> None:
+        """Keeps the group-wide task owners and endpoints of an assignment one of this app's members got."""
+        data = assignment.userdata or {}
+        self.group_hosts = {"all": dict(data.get("all", {})), "endpoints": dict(data.get("endpoints", {}))}
 
     def resolve(self, topic: str) -> str:
         return prefixed(self.application_id, topic) if self.topology.is_internal(topic) else topic
@@ -265,6 +279,7 @@ class StreamsPartitionAssignor:
             tasks = self.tasks(counts)
             owners = balanced_sticky_assignment(tasks, subscriptions)
             standbys = self.standby_assignment(tasks, owners, subscriptions)
+            endpoints = {_process_of(s): (s.userdata or {}).get("endpoint") for s in subscriptions.values()}
             result = {}
             for member in subscriptions:
                 mine = [t for t in tasks if owners[t.task_id] == member]
@@ -273,6 +288,7 @@ class StreamsPartitionAssignor:
                     "active": {t.task_id: list(t.partitions) for t in mine},
                     "standby": sorted(standbys.get(member, ())),
                     "missing_topics": list(self.missing_topics),
+                    "endpoints": endpoints,
                     "all": {
                         t.task_id: (
                             _thread_of(owners[t.task_id], subscriptions[owners[t.task_id]]),

@@ -63,6 +63,11 @@ class StreamsConfig:
     schema_registry_url: str | None = None
     #: the registry client's own settings, as confluent-kafka names them (basic.auth.user.info, ssl.*, ...)
     schema_registry_config: dict[str, Any] = field(default_factory=dict)
+    #: ``"host:port"`` where this instance serves its stores to the others (Kafka Streams' application.server;
+    #: None: off). An empty host is 127.0.0.1, port 0 picks a free port (``app.endpoint`` tells which)
+    application_server: str | None = None
+    #: a bearer token every interactive-query request must carry (None: none asked for)
+    application_server_token: str | None = None
 
     @classmethod
     def of(cls, **settings: Any) -> StreamsConfig:
@@ -133,5 +138,12 @@ class StreamsConfig:
         if self.dead_letter_topic is None:
             self.dead_letter_topic = f"{self.application_id}-dlq"
         self.serde_configs()  # a bad schema_registry_url or schema_registry_config setting fails here
+        if self.application_server is not None:
+            _, sep, port = str(self.application_server).rpartition(":")
+            if not sep or not port.isdigit() or int(port) > 65535:
+                raise ValueError(
+                    f"application_server must be 'host:port' (port 0-65535, 0 = any free port), "
+                    f"got {self.application_server!r}"
+                )
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

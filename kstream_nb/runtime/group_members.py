@@ -4,7 +4,8 @@ On Kafka, librdkafka's range assignor hands out the partitions and a member lear
 others (see ``cluster/kafka_assignment.py``). So each stream thread publishes what it holds (member id,
 instance, active and standby tasks, a heartbeat time) to the compacted topic
 ``<application_id>-group-members``, one record per thread and a tombstone when it leaves, and reads
-everybody's records back. From that view come the all-instances view (``app.group_assignment()``) and
+everybody's records back. From that view come the all-instances view (``app.group_assignment()``), the
+interactive-query metadata (each record carries its instance's ``application_server`` endpoint) and
 the placement of standby tasks. The view is advisory: the group alone decides the active tasks, and a
 member that died without a tombstone drops out once its heartbeat is older than ``stale_after_ms``.
 
@@ -44,6 +45,8 @@ class Member:
     heartbeat_ms: int
     #: task id -> the partitions it reads (``topic-partition``), so every member can show them
     partitions: Mapping[str, list[str]] = field(default_factory=dict)
+    #: the instance's interactive-query endpoint ``host:port`` (``application_server``), or None
+    endpoint: str | None = None
 
 
 def group_members_topic(application_id: str) -> str:
@@ -69,9 +72,11 @@ class GroupMembers:
         self._consumer.seek(tp, admin.beginning_offsets([tp])[tp])
         self._members: dict[str, Member] = {}
         self._lock = threading.Lock()
+        #: this instance's interactive-query endpoint, added to each record it publishes
+        self.endpoint: str | None = None
 
     def publish(self, member: Member) -> None:
-        value = orjson.dumps(member.__dict__)
+        value = orjson.dumps({**member.__dict__, "endpoint": member.endpoint or self.endpoint})
         self._producer.send(self.topic, member.key.encode(), value)
 
     def leave(self, key: str) -> None:
