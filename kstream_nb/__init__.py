@@ -49,6 +49,7 @@ from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWin
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
 from kstream_nb.runtime.app_reset import AppRunningError, ResetResult, reset_app
 from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.query_metadata import HostInfo, KeyQueryMetadata, StreamsMetadata
 from kstream_nb.runtime.test_driver import TopologyTestDriver
 from kstream_nb.spark import backtest
 from kstream_nb.state.builders import Stores
@@ -94,12 +95,14 @@ __all__ = [
     "FixedKeyProcessorContext",
     "FixedKeyRecord",
     "GlobalKTable",
+    "HostInfo",
     "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
     "KTable",
     "KafkaStreams",
+    "KeyQueryMetadata",
     "KeyValue",
     "MissingSourceTopicError",
     "ProcessingError",
@@ -119,6 +122,7 @@ __all__ = [
     "StreamsBuilder",
     "StreamsConfig",
     "StreamsError",
+    "StreamsMetadata",
     "Suppressed",
     "ThreadFailureResponse",
     "TimeWindows",

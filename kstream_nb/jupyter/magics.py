@@ -13,13 +13,14 @@ ordinary traceback and leaves nothing running. ``--from WHEN`` first resets the 
 its topology's source topics as inputs, so it processes them from there with empty state.
 
 Line magics: ``%kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC [-n N]
-[--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE | assignment NAME |
+[--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE [KEY] | assignment NAME |
 reset NAME [--to WHEN] [--input-topics T1,T2] | dashboard NAME | kafka start|stop|status [--port P]`` (the
 local Apache Kafka of ``kstream-nb kafka``). WHEN is a duration ago (``10m``; or ``--since=-10m``), an
 ISO-8601 time (naive = UTC) or epoch ms; ``reset`` also takes ``earliest``/``latest`` (``ks.reset_app``:
 Kafka's application reset tool). ``tail --since`` shows every record from then on (``-n``: the newest N).
 ``tail`` shows each key and value in the format it was written in (the ``auto`` serde); ``topics TOPIC
-[--sample N] [--spread]`` profiles one topic (``ks.profile_topic``).
+[--sample N] [--spread]`` profiles one topic (``ks.profile_topic``). ``store`` asks every instance of the app
+when it has an ``application_server`` (``--stale``: standby copies may answer), else this one.
 Kernel shutdown (interpreter exit) stops every app and refresher.
 """
 
@@ -54,6 +55,7 @@ from kstream_nb.jupyter.widgets import SHOW_ALL, AssignmentView, Dashboard, Join
 from kstream_nb.runtime.app import KafkaStreams, State, running_apps
 from kstream_nb.runtime.app_reset import AppRunningError
 from kstream_nb.runtime.app_reset import reset_app as reset_to
+from kstream_nb.runtime.query_server import is_window_store
 from kstream_nb.time_bounds import TimeBound, to_epoch_ms
 from kstream_nb.topology.naming import is_internal_topic
 
@@ -258,6 +260,8 @@ def _line_parser() -> _Parser:
     s = sub.add_parser("store", add_help=False)
     s.add_argument("name")
     s.add_argument("store")
+    s.add_argument("key", nargs="?", default=None)
+    s.add_argument("--stale", action="store_true")
     s = sub.add_parser("assignment", add_help=False)
     s.add_argument("name")
     s = sub.add_parser("reset", add_help=False)
@@ -374,8 +378,8 @@ class KStreamMagics(Magics):
             raise UsageError(
                 "usage: %kstream list | stop NAME | stop --all | describe NAME | topics [TOPIC] | tail TOPIC "
                 "[-n N] [--since WHEN] [--follow] [--schema-registry URL] | produce TOPIC VAR | store NAME STORE "
-                "| assignment NAME | reset NAME [--to WHEN|earliest|latest] [--input-topics T1,T2] | dashboard "
-                "NAME | kafka start|stop|status [--port P]"
+                "[KEY] [--stale] | assignment NAME | reset NAME [--to WHEN|earliest|latest] [--input-topics "
+                "T1,T2] | dashboard NAME | kafka start|stop|status [--port P]"
             )
         return getattr(self, f"_cmd_{command}")(args)
 
@@ -500,9 +504,19 @@ class KStreamMagics(Magics):
         return n
 
     def _cmd_store(self, args: argparse.Namespace) -> pd.DataFrame:
-        store = get_app(args.name).store(args.store)
-        frame: pd.DataFrame = store.to_pandas()
-        return frame
+        """``%kstream store NAME STORE [KEY] [--stale]``: the store's entries (or KEY's), from every instance when
+        the app has an ``application_server`` (``--stale``: standbys answer for an instance that does not)."""
+        app = get_app(args.name)
+        scope = "all" if app.config.application_server is not None else "local"
+        store = app.store(args.store, scope=scope, stale=args.stale)
+        if args.key is None:
+            frame: pd.DataFrame = store.to_pandas()
+            return frame
+        if is_window_store(app, args.store):  # window and session stores
+            return pd.DataFrame(
+                [(args.key, *w) for w in store.fetch(args.key)], columns=["key", "start", "end", "value"]
+            )
+        return pd.DataFrame([(args.key, store.get(args.key))], columns=["key", "value"])
 
     def _cmd_assignment(self, args: argparse.Namespace) -> pd.DataFrame:
         app = get_app(args.name)

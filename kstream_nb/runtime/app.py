@@ -29,8 +29,8 @@ from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.dropped_records import late_records_frame
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
+from kstream_nb.runtime.interactive_queries import InteractiveQueries
 from kstream_nb.runtime.process_metadata import acquire_process_id
-from kstream_nb.runtime.store_provider import queryable_store
 from kstream_nb.runtime.stream_thread import StreamThread
 from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
@@ -79,7 +79,7 @@ def _interactive() -> bool:
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
 
 
-class KafkaStreams:
+class KafkaStreams(InteractiveQueries):
     """Runs a topology: ``start()``, query with ``store()``, watch ``metrics()``/``assignment()``, ``stop()``."""
 
     def __init__(
@@ -239,8 +239,10 @@ class KafkaStreams:
                     self._global_stores, self.cluster, self.config, self._fail
                 )
                 self._global_thread.start()
+            self._serve_queries()  # before the threads: they tell the group where this instance answers
             if not self.cluster.runs_group_assignor:
                 self._group_members = GroupMembers(self.cluster, self.application_id, self.config.client_config)
+                self._group_members.endpoint = self.endpoint
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
             watch = threading.Thread(
@@ -334,6 +336,7 @@ class KafkaStreams:
 
     def _shutdown_threads(self, final: State, timeout: float | None) -> bool:
         self._stopping.set()
+        self._stop_serving()
         with self._lock:
             # also the threads that already left (a failed one may still be returning from run())
             threads: list[threading.Thread] = [*self._threads, *self._finished_threads]
@@ -521,15 +524,7 @@ class KafkaStreams:
     def threads(self) -> list[StreamThread]:
         return list(self._threads)
 
-    # ---- interactive queries, assignment, metrics -----------------------------------------------
-
-    def store(self, name: str) -> Any:
-        """A read-only view of store ``name`` across this app's local active tasks (or its global store).
-
-        Key-value stores answer get/range/all/to_pandas; window and session stores fetch/all/to_pandas
-        with ``start``/``end`` columns.
-        """
-        return queryable_store(self, name)
+    # ---- assignment, metrics (interactive queries: InteractiveQueries) ---------------------------
 
     def assignment(self) -> dict[str, dict[str, list[str]]]:
         """Thread name -> task id -> partitions, for this instance's active tasks."""

@@ -4,6 +4,7 @@ Kafka Streams' ``QueryableStoreProvider`` over its ``StreamThreadStateStoreProvi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.errors import InvalidStateStoreError
@@ -14,6 +15,7 @@ from kstream_nb.state.query import (
     CompositeWindowStore,
 )
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
+from kstream_nb.topology.topology import Topology
 
 if TYPE_CHECKING:
     from kstream_nb.runtime.app import KafkaStreams
@@ -36,10 +38,17 @@ def queryable_store(app: KafkaStreams, name: str) -> Any:
             return [app._global_stores.stores[name]] if app._global_stores else []
         return [t.stores[name].store for th in app.threads for t in list(th.tasks.values()) if name in t.stores]
 
+    return composite_view(app.topology, name, stores)
+
+
+def composite_view(topology: Topology, name: str, stores: Callable[[], list[Any]]) -> Any:
+    """The read-only view of store ``name`` over the store instances ``stores()`` returns: the one rule for
+    which view a store kind gets (the local view above; the query server's view of chosen tasks)."""
+    builder = topology.store_builders.get(name)
     if isinstance(builder, WindowStoreBuilder):
         return CompositeWindowStore(name, stores)
     if getattr(builder, "versioned", False):  # get(key) and get(key, as_of_timestamp)
         return CompositeVersionedKeyValueStore(name, stores)
-    if is_global or isinstance(builder, TimestampedKeyValueStoreBuilder):
+    if name in topology.global_stores or isinstance(builder, TimestampedKeyValueStoreBuilder):
         return CompositeReadOnlyKeyValueStore(name, lambda: [PlainValueView(s) for s in stores()])
     return CompositeReadOnlyKeyValueStore(name, stores)
