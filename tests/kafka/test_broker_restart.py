@@ -67,6 +67,20 @@ def word_counts(lines: list[str]) -> Counter[str]:
     return Counter(w for line in lines for w in line.split())
 
 
+def where_the_app_stands(app: ks.KafkaStreams) -> str:
+    """Each stream thread's state, tasks, positions and broker report, the app's lag, and the threads' stacks:
+    what a failed wait shows."""
+    lines = [f"app state {app.state}; lag {app.lag()}"]
+    for t in app.threads:
+        positions = {tid: dict(task.consumed) for tid, task in t.tasks.items()}
+        lines.append(
+            f"{t.name}: {t.state}, alive={t.is_alive()}, error={t.error!r}, "
+            f"broker unreachable since {t.broker_unreachable_since}, transaction {t.transaction}, "
+            f"processed {t.processed_total}, consumed positions {positions}"
+        )
+    return "\n".join(lines) + "\n" + stacks(app.threads)
+
+
 def counts_when_done(app: ks.KafkaStreams, expected: Counter[str], timeout: float = 60.0) -> dict[str, int]:
     """The store's counts once every key reached its expected count and nothing changed for a second."""
     deadline = time.monotonic() + timeout
@@ -83,7 +97,9 @@ def counts_when_done(app: ks.KafkaStreams, expected: Counter[str], timeout: floa
         elif all(counts.get(w, 0) >= n for w, n in expected.items()) and time.monotonic() - stable_since > 1:
             return counts
         time.sleep(0.1)
-    raise AssertionError(f"counts did not reach {dict(expected)} within {timeout}s: {last}")
+    raise AssertionError(
+        f"counts did not reach {dict(expected)} within {timeout}s: {last}\n{where_the_app_stands(app)}"
+    )
 
 
 #: a producer queue this small fills while the broker is away: sends wait for room
@@ -118,7 +134,9 @@ def kill_the_broker_while_processing(app: ks.KafkaStreams, broker: DurableKafka,
     app.start()
     app.wait_until_running(60)
     threads = list(app.threads)
+    deadline = time.monotonic() + 60
     while sum(t.processed_total for t in threads) < processed:
+        assert time.monotonic() < deadline, f"{processed} lines not processed in 60 s\n{where_the_app_stands(app)}"
         time.sleep(0.005)
     broker.kill(signal.SIGKILL)
     return threads
@@ -150,6 +168,7 @@ def assert_waits_for_the_broker(app: ks.KafkaStreams, threads: list[Any], outage
         time.sleep(0.05)
 
 
+@pytest.mark.timeout(240)  # (the waits inside fail first, saying where the app stands)
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_broker_killed_while_processing(
     durable_kafka: DurableKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture, guarantee: str
