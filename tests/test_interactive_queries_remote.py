@@ -238,3 +238,44 @@ def test_stop_ends_the_query_server(make_app, url):
 def test_application_server_is_checked():
     with pytest.raises(ValueError, match="application_server must be 'host:port'"):
         ks.KafkaStreams(word_counts(), "iq-bad", application_server="localhost")
+
+
+def http_get(endpoint: str, path: str) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(f"http://{endpoint}{path}")
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as r:
+            return int(r.status), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_an_instance_answers_503_for_a_task_it_does_not_run(make_app, url):
+    produce_words(url, 500)
+    a = make_app(word_counts(), num_standby_replicas=1)
+    b = make_app(word_counts(), num_standby_replicas=1)
+    start_all(a, b)
+    on_b = sorted(t for per_thread in b.assignment().values() for t in per_thread)
+    status, body = http_get(a.endpoint or "", f"/v1/stores/counts/all?tasks={on_b[0]}")
+    assert status == 503 and f"task {on_b[0]} is not active on {a.endpoint}" in body["error"]
+    wait_for(lambda: on_b[0] in {t for ts in a.standby_assignment().values() for t in ts}, 15, "a's standby")
+    status, body = http_get(a.endpoint or "", f"/v1/stores/counts/all?tasks={on_b[0]}&stale=true")
+    assert status == 200 and body["next"] is None
+    assert http_get(a.endpoint or "", "/v1/stores/nope/all")[0] == 404
+    assert http_get(a.endpoint or "", "/v1/stores/counts/get?key=***")[0] == 400
+
+
+def test_a_global_store_answers_from_the_instance_asked(make_app, url):
+    ks.produce("prices", [("apple", 3), ("pear", 5)], bootstrap_servers=url, partitions=2)
+
+    def with_global() -> ks.Topology:
+        b = ks.StreamsBuilder()
+        b.global_table("prices", store="prices")
+        b.stream("words").group_by_key().count(store="counts")
+        return b.build()
+
+    produce_words(url, 100)
+    apps = make_app(with_global()), make_app(with_global())
+    start_all(*apps)
+    for app in apps:
+        wait_for(lambda app=app: app.store("prices", scope="all").get("pear") == 5, 15, "the global store")
+        assert app.metadata_for_key("prices", "pear").active_host == ks.HostInfo.parse(app.endpoint or "")

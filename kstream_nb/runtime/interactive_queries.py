@@ -37,7 +37,7 @@ class InteractiveQueries:
         """
         if scope not in ("local", "all"):
             raise ValueError(f"scope must be 'local' or 'all', got {scope!r}")
-        if scope == "local":
+        if scope == "local" or name in self._app().topology.global_stores:  # every instance has a global store
             return queryable_store(self._app(), name)
         return RemoteStore(self._app(), name, stale, timeout)
 

@@ -64,6 +64,11 @@ class RemoteStore:
         self.stale = stale
         self.timeout = timeout
         self.key_serde, self.value_serde = store_serdes(app, name)  # an unknown store fails here, naming the known
+        if getattr(app.topology.store_builders.get(name), "versioned", False):
+            raise InvalidStateStoreError(
+                f"store {name!r} is a versioned store: scope='all' answers key-value, window and session stores; "
+                "query it with scope='local' on each instance"
+            )
         self._topic = changelog_topic(app.application_id, name)
         self.window = is_window_store(app, name)
         #: entries per page of a scan (``all``, ``range``) from another instance

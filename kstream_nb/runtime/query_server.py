@@ -183,6 +183,8 @@ class QueryServer:
     def answer(self, store: str, op: str, params: dict[str, str]) -> dict[str, Any]:
         """The JSON answer to ``op`` on ``store`` (see the module docstring)."""
         app = self.app
+        if getattr(app.topology.store_builders.get(store), "versioned", False):
+            raise ValueError(f"store {store!r} is a versioned store: it is queried on its own instance only")
         stale = params.get("stale", "false").lower() == "true"
         key_serde, value_serde = store_serdes(app, store)
         topic = changelog_topic(app.application_id, store)
