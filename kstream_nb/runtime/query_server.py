@@ -47,6 +47,10 @@ class StoreUnavailable(InvalidStateStoreError):
     """The store (or the task of a key) cannot answer on this instance now: the reason says why (HTTP 503)."""
 
 
+class UnknownStore(InvalidStateStoreError):
+    """The application's topology has no store of that name (HTTP 404)."""
+
+
 def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
@@ -131,11 +135,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._reply(HTTPStatus.OK, self.server.answer(parts[2], parts[3], params))
-        except StoreUnavailable as e:
-            self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(e)})
-        except InvalidStateStoreError as e:
+        except UnknownStore as e:
             self._reply(HTTPStatus.NOT_FOUND, {"error": str(e)})
-        except (ValueError, KeyError) as e:
+        except InvalidStateStoreError as e:  # restoring, not held here, closed by a rebalance: try again later
+            self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(e)})
+        except KeyError as e:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": f"missing parameter {e}"})
+        except ValueError as e:
             self._reply(HTTPStatus.BAD_REQUEST, {"error": str(e)})
         except Exception as e:  # a store failing: the caller gets the reason, the server keeps serving
             log.exception("interactive query %s failed", self.path)
@@ -183,6 +189,9 @@ class QueryServer:
     def answer(self, store: str, op: str, params: dict[str, str]) -> dict[str, Any]:
         """The JSON answer to ``op`` on ``store`` (see the module docstring)."""
         app = self.app
+        if store not in app.topology.store_builders and store not in app.topology.global_stores:
+            known = sorted([*app.topology.store_builders, *app.topology.global_stores])
+            raise UnknownStore(f"no state store named {store!r} in application {app.application_id!r} ({known})")
         if getattr(app.topology.store_builders.get(store), "versioned", False):
             raise ValueError(f"store {store!r} is a versioned store: it is queried on its own instance only")
         stale = params.get("stale", "false").lower() == "true"
