@@ -204,16 +204,17 @@ class StreamsPartitionAssignor:
             mine = []
             pending: list[str] = []
             for task in self.tasks(counts):
+                if any(tp.topic not in partition_counts for tp in task.partitions):
+                    # reads an internal topic created just now (e.g. once its source topic appeared): no
+                    # member got its partitions; the group assigns them at the rebalance that follows
+                    pending.append(task.task_id)
+                    continue
                 got = tuple(tp for tp in task.partitions if tp in partitions)
                 if not got:
                     continue
-                sizes = {counts[tp.topic] for tp in task.partitions}
-                if any(tp.topic not in partition_counts for tp in task.partitions) or (
-                    len(got) < len(task.partitions) and len(sizes) == 1
-                ):
-                    # an internal topic created just now, or one that another member's metadata did not
-                    # list yet when it joined (librdkafka subscribes to the topics its metadata knows):
-                    # the group assigns it whole at the rebalance that follows; the task starts then
+                if len(got) < len(task.partitions) and len({counts[tp.topic] for tp in task.partitions}) == 1:
+                    # a topic another member's metadata did not list yet when it joined (librdkafka
+                    # subscribes to the topics its metadata knows): assigned whole at the next rebalance
                     pending.append(task.task_id)
                     continue
                 if len(got) < len(task.partitions) and subs[task.subtopology].stores:

@@ -71,6 +71,17 @@ def test_a_joined_task_split_over_members_waits_for_the_next_rebalance() -> None
     assert assignment.partitions == {TopicPartition("orders", 3), TopicPartition("users", 3)}
 
 
+def test_the_tasks_of_a_repartition_topic_created_at_this_rebalance_wait_for_the_next_one() -> None:
+    """The source topic appeared after the app subscribed: the rebalance it causes creates the repartition
+    topic, which no member was given yet; the counting tasks are pending (so the app is not idle without
+    them) until the group assigns the new topic's partitions."""
+    assignor = _local_assignor(lambda b: b.stream("lines").group_by(lambda k, v: v).count(), lines=2)
+    got = {TopicPartition("lines", 0), TopicPartition("lines", 1)}
+    assignment = assignor.assign_local({"lines": 2}, got, Subscription(frozenset()))
+    assert assignment.userdata["pending_tasks"] == ["1_0", "1_1"]
+    assert assignment.partitions == got
+
+
 def test_a_stateful_task_over_topics_of_different_counts_is_refused() -> None:
     """A merge of a 2- and a 4-partition topic feeding a count: the range assignor splits the tasks."""
     assignor = _local_assignor(lambda b: b.stream("a").merge(b.stream("b")).group_by_key().count(), a=2, b=4)
