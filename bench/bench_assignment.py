@@ -20,7 +20,7 @@ task, when it processed records (runs of records less than 50 ms apart) and whic
 - ``scale``: 1,000,000 records (10,000 keys) in 12 partitions written first; the count per key with 1, 2
   and 3 instances started together: spawn -> the group's committed offsets reach the end (lag 0);
   records/s, the ratio to 1 instance, and CPU seconds (utime+stime from /proc/PID/stat) of each instance
-  and of the broker over the run.
+  and of the broker over the run, and the CPU seconds the whole machine was busy (/proc/stat: what else ran).
 
 Prints the load average before and after (other work may share the machine). This prints numbers; it is
 not a test.
@@ -70,6 +70,12 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a live process (all threads), from /proc/PID/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent outside idle and iowait since boot (/proc/stat), to see what else ran."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class Instance:
@@ -428,7 +434,7 @@ def scale_scenario(bootstrap: str, sizes: Sizes, log_dir: Path, state_dir: Path,
     for count in (1, 2, 3):
         app_id = f"bench-scale-{count}"
         with instances() as running, lag_probe(bootstrap, app_id, topic, partitions) as lag:
-            broker_cpu = cpu_seconds(broker_pid)
+            broker_cpu, machine_cpu = cpu_seconds(broker_pid), machine_busy_seconds()
             for k in range(count):
                 args = instance_args(
                     bootstrap, app_id, "count", topic, "scale-counts", state_dir / app_id / str(k)
@@ -438,6 +444,7 @@ def scale_scenario(bootstrap: str, sizes: Sizes, log_dir: Path, state_dir: Path,
             done = wait_for(f"lag 0 with {count} instances", lambda: lag() == 0, 900, running)
             cpu = [i.cpu() for i in running]
             broker_used = cpu_seconds(broker_pid) - broker_cpu
+            machine_used = machine_busy_seconds() - machine_cpu
             first = min(r[0] for i in running for t in i.closed.keys() | i.open.keys() for r in i.runs(t))
         seconds = done - spawned
         results[f"instances={count}"] = {
@@ -446,6 +453,7 @@ def scale_scenario(bootstrap: str, sizes: Sizes, log_dir: Path, state_dir: Path,
             "from_first_record_s": done - first,
             "instance_cpu_s": cpu,
             "broker_cpu_s": broker_used,
+            "machine_busy_cpu_s": machine_used,
         }
     base = results["instances=1"]["records_per_s"]
     for count in (1, 2, 3):
@@ -493,14 +501,18 @@ def print_tables(results: dict[str, Any]) -> None:
     if "scale" in results:
         s = results["scale"]
         print(f"\nscale: count per key, {s['records']:,} records in {s['partitions']} partitions")
-        print("| instances | seconds to lag 0 | records/s | ratio to 1 | instance CPU s | broker CPU s |")
-        print("| ---: | ---: | ---: | ---: | --- | ---: |")
+        print(
+            "| instances | s to lag 0 | s from 1st record | records/s | ratio to 1 | instance CPU s "
+            "| broker CPU s | machine busy CPU s |"
+        )
+        print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
         for count in (1, 2, 3):
             r = s[f"instances={count}"]
             cpu = " + ".join(f"{c:.1f}" for c in r["instance_cpu_s"])
             print(
-                f"| {count} | {r['seconds']:.1f} | {r['records_per_s']:,.0f} | {r['ratio_to_1']:.2f} | {cpu} "
-                f"| {r['broker_cpu_s']:.1f} |"
+                f"| {count} | {r['seconds']:.1f} | {r['from_first_record_s']:.1f} | {r['records_per_s']:,.0f} "
+                f"| {r['ratio_to_1']:.2f} | {cpu} "
+                f"| {r['broker_cpu_s']:.1f} | {r.get('machine_busy_cpu_s', 0):.1f} |"
             )
 
 
