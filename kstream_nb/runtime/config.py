@@ -52,6 +52,14 @@ class StreamsConfig:
     auto_offset_reset: str = "earliest"
     client_id: str | None = None
     num_standby_replicas: int = 0
+    #: KIP-441 (Kafka Streams' defaults): an instance whose copy of a task's state lags its changelogs by at
+    #: most this many offsets may take the active task over now; others first get a warm-up replica
+    acceptable_recovery_lag: int = 10_000
+    #: how many warm-up replicas the group holds at once (each one a task catching up before it moves)
+    max_warmup_replicas: int = 2
+    #: while warm-ups catch up, the group rebalances this often to move the caught-up ones (Kafka Streams
+    #: requires >= 60 s; lower values are allowed here for tests and notebooks)
+    probing_rebalance_interval_ms: int = 600_000
     statestore_cache_max_bytes: int = 0
     #: added to a window or session store's retention for its changelog's retention.ms (compact,delete)
     windowstore_changelog_additional_retention_ms: int = 86_400_000
@@ -83,6 +91,7 @@ class StreamsConfig:
             "missing_source_topic_timeout_ms",
             "windowstore_changelog_additional_retention_ms",
             "task_timeout_ms",
+            "probing_rebalance_interval_ms",
         ):
             if name in settings:
                 settings[name] = to_millis(settings[name], name)
@@ -127,6 +136,14 @@ class StreamsConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name, least in (("acceptable_recovery_lag", 0), ("max_warmup_replicas", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        if not isinstance(self.probing_rebalance_interval_ms, int) or self.probing_rebalance_interval_ms < 1:
+            raise ValueError(
+                f"probing_rebalance_interval_ms must be an int >= 1, got {self.probing_rebalance_interval_ms!r}"
+            )
         if not isinstance(self.python_gc_threshold, int) or self.python_gc_threshold < 0:
             raise ValueError(f"python_gc_threshold must be an int >= 0, got {self.python_gc_threshold!r}")
         for name in ("default_key_serde", "default_value_serde"):
