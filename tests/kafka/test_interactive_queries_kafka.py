@@ -56,10 +56,12 @@ def produce_words(bootstrap: str, topic: str, n: int = 2000) -> Counter[str]:
 
 
 def settled(apps: list[ks.KafkaStreams], endpoints: int) -> bool:
-    """Each app's board lists ``endpoints`` instances with endpoints, every task held by exactly one of them."""
-    views = [app.all_metadata() for app in apps]
+    """Each app's board lists ``endpoints`` instances with endpoints, each running some of the tasks and every
+    task run by exactly one of them (range gives each of 2 instances 2 of the 4)."""
+    views = [[m for m in app.all_metadata() if m.host_info.port > 0] for app in apps]
     return all(
-        len({m.host_info for m in view if m.host_info.port > 0}) == endpoints
+        len(view) == endpoints
+        and all(m.active_tasks for m in view)
         and sorted(t for m in view for t in m.active_tasks) == [f"0_{p}" for p in range(PARTITIONS)]
         for view in views
     )
