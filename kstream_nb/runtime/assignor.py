@@ -3,7 +3,9 @@
 Runs once per rebalance on behalf of the whole group (all stream threads of all instances with the same
 application id). It also creates the internal topics, because only now are the source partition
 counts known: repartition topics get the partition count of the sub-topology that writes them,
-changelog topics one partition per task.
+changelog topics one partition per task. On memory:// ``assign`` places the tasks over the instances with
+Kafka Streams' HighAvailabilityTaskAssignor (``runtime/assignment/``: state-aware, warm-ups, probing
+rebalances, rack-aware standbys), then over each instance's threads.
 
 On Kafka, librdkafka's range assignor hands out the partitions and each member derives its tasks from
 them (``prepare`` before joining, ``assign_local`` in the assignment callback): see
@@ -15,12 +17,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kstream_nb.cluster.base import Admin, Assignment, Subscription, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import TopologyError
+from kstream_nb.runtime.assignment.client_state import (
+    LATEST_OFFSET,
+    AssignmentConfigs,
+    ClientAssignment,
+    ClientState,
+)
+from kstream_nb.runtime.assignment.high_availability import assign_tasks
+from kstream_nb.runtime.assignment.standby import assign_standbys
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import changelog_topic_config
 from kstream_nb.topology.naming import changelog_topic, prefixed
@@ -49,8 +59,13 @@ class StreamsPartitionAssignor:
         admin: Admin,
         num_standby_replicas: int = 0,
         windowstore_changelog_additional_retention_ms: int = 86_400_000,
+        assignment_configs: AssignmentConfigs | None = None,
     ) -> None:
         self.num_standby_replicas = num_standby_replicas
+        #: KIP-441's settings (acceptable_recovery_lag, max_warmup_replicas, probing_rebalance_interval_ms)
+        self.assignment_configs = replace(
+            assignment_configs or AssignmentConfigs(), num_standby_replicas=num_standby_replicas
+        )
         self.windowstore_changelog_additional_retention_ms = windowstore_changelog_additional_retention_ms
         self.topology = topology
         self.application_id = application_id
@@ -70,7 +85,11 @@ class StreamsPartitionAssignor:
     def on_assignment(self, assignment: Assignment) -> None:
         """Keeps the group-wide task owners and endpoints of an assignment one of this app's members got."""
         data = assignment.userdata or {}
-        self.group_hosts = {"all": dict(data.get("all", {})), "endpoints": dict(data.get("endpoints", {}))}
+        self.group_hosts = {
+            "all": dict(data.get("all", {})),
+            "endpoints": dict(data.get("endpoints", {})),
+            "warmups": dict(data.get("warmups", {})),
+        }
 
     def resolve(self, topic: str) -> str:
         return prefixed(self.application_id, topic) if self.topology.is_internal(topic) else topic
@@ -247,63 +266,159 @@ class StreamsPartitionAssignor:
     def standby_assignment(
         self, tasks: list[TaskInfo], owners: Mapping[str, str], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, set[str]]:
-        """Member -> standby task ids: ``num_standby_replicas`` warm copies per stateful task, each on another
-        instance than the active one (as Kafka Streams), preferring members that already hold the copy."""
+        """Member -> standby task ids for the given active owners: ``num_standby_replicas`` copies per stateful
+        task on other instances (``assignment/standby.py``), each on a thread of the chosen instance."""
         if self.num_standby_replicas <= 0:
             return {}
         stateful = _logged_subtopologies(self.topology)
-        held: dict[str, set[str]] = {
-            m: set((sub.userdata or {}).get("prev_standbys", ())) for m, sub in subscriptions.items()
-        }
-        load = dict.fromkeys(subscriptions, 0)
+        ids = [t.task_id for t in tasks if t.subtopology in stateful]
+        clients, members = client_states(subscriptions)
+        plan = {c: ClientAssignment() for c in clients}
+        for task_id, member in owners.items():
+            plan[_client_of(member, subscriptions[member])].active.add(task_id)
+        lags = {c: {t: clients[c].lag_for(t, 0) for t in ids} for c in clients}
+        owner_clients = {t: _client_of(owners[t], subscriptions[owners[t]]) for t in ids}
+        assign_standbys(ids, owner_clients, clients, lags, plan, self.num_standby_replicas)
         result: dict[str, set[str]] = {}
-        for task in tasks:
-            if task.subtopology not in stateful:
-                continue
-            active = owners[task.task_id]
-            used = {_process_of(subscriptions[active])}
-            for _ in range(self.num_standby_replicas):
-                candidates = [m for m in sorted(subscriptions) if _process_of(subscriptions[m]) not in used]
-                if not candidates:
-                    break
-                choice = min(candidates, key=lambda m: (task.task_id not in held[m], load[m], m))
-                result.setdefault(choice, set()).add(task.task_id)
-                load[choice] += 1
-                used.add(_process_of(subscriptions[choice]))
+        for client, assignment in plan.items():
+            for member, held in _replicas_over_threads(assignment.standby, members[client], subscriptions).items():
+                result.setdefault(member, set()).update(held)
         return result
+
+    def changelog_end_offset_sums(self, tasks: list[TaskInfo]) -> dict[str, int]:
+        """Per task of a sub-topology with changelogged stores, the sum of its changelog partitions' end
+        offsets (what the members' task offset sums are measured against)."""
+        logged = {n for n, b in self.topology.store_builders.items() if getattr(b, "logging_enabled", False)}
+        subs = {s.id: s for s in self.topology.subtopologies()}
+        changelogs = {
+            t.task_id: [
+                TopicPartition(changelog_topic(self.application_id, store), t.partition)
+                for store in sorted(logged & set(subs[t.subtopology].stores))
+            ]
+            for t in tasks
+        }
+        existing = {tp for tps in changelogs.values() for tp in tps if self.admin.partition_count(tp.topic)}
+        ends = self.admin.end_offsets(existing) if existing else {}
+        return {tid: sum(ends.get(tp, 0) for tp in tps) for tid, tps in changelogs.items() if tps}
 
     def assign(
         self, partition_counts: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
+        """Kafka Streams' HighAvailabilityTaskAssignor over the instances (``assignment/``), then each
+        instance's tasks over its threads: balanced per sub-topology, sticky, standbys and warm-ups on the
+        thread that held them."""
         with self._lock:
             counts = self._counts_and_topics(partition_counts)
             tasks = self.tasks(counts)
-            owners = balanced_sticky_assignment(tasks, subscriptions)
-            standbys = self.standby_assignment(tasks, owners, subscriptions)
+            stateful = [t for t in tasks if t.subtopology in _logged_subtopologies(self.topology)]
+            clients, members = client_states(subscriptions)
+            plan = assign_tasks(
+                [t.task_id for t in tasks],
+                [t.task_id for t in stateful],
+                self.changelog_end_offset_sums(stateful),
+                clients,
+                self.assignment_configs,
+            )
+            by_id = {t.task_id: t for t in tasks}
+            owners: dict[str, str] = {}
+            standbys: dict[str, set[str]] = {}
+            warmups: dict[str, set[str]] = {}
+            for client, assignment in plan.clients.items():
+                local = {m: subscriptions[m] for m in members[client]}
+                owners.update(balanced_sticky_assignment([by_id[t] for t in sorted(assignment.active)], local))
+                replicas = assignment.standby | assignment.warmup
+                for member, held in _replicas_over_threads(replicas, members[client], subscriptions).items():
+                    standbys.setdefault(member, set()).update(held - assignment.warmup)
+                    warmups.setdefault(member, set()).update(held & assignment.warmup)
             endpoints = {_process_of(s): (s.userdata or {}).get("endpoint") for s in subscriptions.values()}
+
+            def holders(replicas: Mapping[str, set[str]], task_id: str) -> list[Any]:
+                return sorted(_process_of(subscriptions[m]) for m, ids in replicas.items() if task_id in ids)
+
+            group = {
+                t.task_id: (
+                    _thread_of(owners[t.task_id], subscriptions[owners[t.task_id]]),
+                    _process_of(subscriptions[owners[t.task_id]]),
+                    holders(standbys, t.task_id),
+                    sorted(map(str, t.partitions)),
+                )
+                for t in tasks
+            }
+            warm_view = {t.task_id: holders(warmups, t.task_id) for t in stateful if holders(warmups, t.task_id)}
+            prober = min(subscriptions) if plan.probing_rebalance_needed and subscriptions else None
             result = {}
             for member in subscriptions:
                 mine = [t for t in tasks if owners[t.task_id] == member]
                 partitions = frozenset(tp for t in mine for tp in t.partitions)
-                userdata = {
+                userdata: dict[str, Any] = {
                     "active": {t.task_id: list(t.partitions) for t in mine},
-                    "standby": sorted(standbys.get(member, ())),
+                    "standby": sorted(standbys.get(member, set()) | warmups.get(member, set())),
+                    "warmup": sorted(warmups.get(member, ())),
                     "missing_topics": list(self.missing_topics),
                     "endpoints": endpoints,
-                    "all": {
-                        t.task_id: (
-                            _thread_of(owners[t.task_id], subscriptions[owners[t.task_id]]),
-                            _process_of(subscriptions[owners[t.task_id]]),
-                            sorted(
-                                _process_of(subscriptions[m]) for m, ids in standbys.items() if t.task_id in ids
-                            ),
-                            sorted(map(str, t.partitions)),
-                        )
-                        for t in tasks
-                    },
+                    "all": group,
+                    "warmups": warm_view,
                 }
+                if member == prober:  # one member asks the group for the probing rebalance (KIP-441)
+                    userdata["probing_rebalance_ms"] = self.assignment_configs.probing_rebalance_interval_ms
                 result[member] = Assignment(partitions, userdata)
             return result
+
+
+def client_states(
+    subscriptions: Mapping[str, Subscription],
+) -> tuple[dict[str, ClientState], dict[str, list[str]]]:
+    """The clients (instances) of the group from their threads' subscriptions: threads, previous tasks, task
+    offset sums (a running task's LATEST_OFFSET wins, else the largest), rack; and each client's members."""
+    members: dict[str, list[str]] = {}
+    for member in sorted(subscriptions):
+        members.setdefault(_client_of(member, subscriptions[member]), []).append(member)
+    clients = {}
+    for client, ids in members.items():
+        data = [subscriptions[m].userdata or {} for m in ids]
+        reported = [d["task_offset_sums"] for d in data if isinstance(d.get("task_offset_sums"), dict)]
+        sums: dict[str, int] | None = None
+        if reported:
+            sums = {}
+            for one in reported:
+                for task_id, offset_sum in one.items():
+                    known = sums.get(task_id)
+                    sums[task_id] = (
+                        LATEST_OFFSET if LATEST_OFFSET in (known, offset_sum) else max(known or 0, offset_sum)
+                    )
+        clients[client] = ClientState(
+            client,
+            len(ids),
+            frozenset(t for d in data for t in d.get("prev_tasks", ())),
+            frozenset(t for d in data for t in d.get("prev_standbys", ())),
+            sums,
+            next((d["rack"] for d in data if d.get("rack") is not None), None),
+        )
+    return clients, members
+
+
+def _client_of(member: str, subscription: Subscription) -> str:
+    """The instance a member belongs to: its process id (the member itself when it reported none)."""
+    process = _process_of(subscription)
+    return str(process) if process is not None else member
+
+
+def _replicas_over_threads(
+    replicas: set[str], members: list[str], subscriptions: Mapping[str, Subscription]
+) -> dict[str, set[str]]:
+    """An instance's standby (and warm-up) tasks over its threads: each to the thread that held it (as a
+    standby or as the active), else to the thread holding the fewest."""
+    result: dict[str, set[str]] = {m: set() for m in members}
+    for task_id in sorted(replicas, key=TaskId.parse):
+        data = {m: subscriptions[m].userdata or {} for m in members}
+        held = [
+            m
+            for m in members
+            if task_id in data[m].get("prev_standbys", ()) or task_id in data[m].get("prev_tasks", ())
+        ]
+        choice = held[0] if held else min(members, key=lambda m: (len(result[m]), m))
+        result[choice].add(task_id)
+    return result
 
 
 def _logged_subtopologies(topology: Topology) -> set[int]:
