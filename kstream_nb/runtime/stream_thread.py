@@ -148,6 +148,8 @@ class StreamThread(threading.Thread):
         self._task_layout: dict[str, tuple[int, int]] = {}
         self._stateful_tasks: set[str] = set()
         self._last_heartbeat = 0.0
+        #: when to ask the group for the probing rebalance the assignment scheduled (warm-ups catching up)
+        self._probe_at: float | None = None
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -214,6 +216,9 @@ class StreamThread(threading.Thread):
             "thread": self.name,
             "prev_tasks": sorted(self._prev_tasks),
             "prev_standbys": sorted(self.standbys),
+            # KIP-441: how far this instance's copies of each task's state are (the assignor's lags), its rack
+            "task_offset_sums": self.task_manager.task_offset_sums(),
+            "rack": self.config.client_config.get("client.rack"),
         }
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
@@ -243,6 +248,8 @@ class StreamThread(threading.Thread):
         #: tasks whose (new) internal topics the group has not assigned yet: they come at the next rebalance
         self.pending_tasks = list(userdata.get("pending_tasks", []))
         self._pending_since = time.monotonic()
+        probe_ms = userdata.get("probing_rebalance_ms")
+        self._probe_at = time.monotonic() + probe_ms / 1000 if probe_ms else None
         self.group_view = dict(userdata.get("all", {}))
         active = userdata.get("active", {})
         self.task_manager.close_unassigned_suspended(active)
@@ -314,6 +321,16 @@ class StreamThread(threading.Thread):
         self._pending_since = time.monotonic()
         self.consumer.request_rebalance()
 
+    def _probe_if_due(self) -> None:
+        """KIP-441: while warm-up replicas catch up, the assignment asks one member for a probing rebalance
+        after ``probing_rebalance_interval_ms``; it moves the warm-ups that caught up (Kafka Streams' thread
+        enforces it on its consumer)."""
+        if self._probe_at is None or time.monotonic() < self._probe_at:
+            return
+        self._probe_at = None
+        log.info("%s: warm-up replicas are catching up; asking the group for a probing rebalance", self.name)
+        self.consumer.request_rebalance()
+
     # ---- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -370,6 +387,7 @@ class StreamThread(threading.Thread):
             self.task_manager.update_standby_stores()
             self._maintain_group()
             self._follow_up_pending_tasks()
+            self._probe_if_due()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()

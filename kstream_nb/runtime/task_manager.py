@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from kstream_nb.cluster.base import Admin, Consumer
 from kstream_nb.cluster.records import FetchedBatch, TopicPartition
 from kstream_nb.errors import BrokerUnavailableError
+from kstream_nb.runtime.assignment.offset_sums import task_offset_sums
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.record_collector import RecordCollector
 from kstream_nb.runtime.restore import restore_task
@@ -256,6 +257,16 @@ class TaskManager:
             standby = by_changelog.get(tp)
             if standby is not None:
                 standby.apply(tp, batch)
+
+    def task_offset_sums(self) -> dict[str, int]:
+        """What this thread reports with its subscription (KIP-441): LATEST_OFFSET for its active tasks (running
+        or suspended by the rebalance), its standbys' changelog positions, the checkpoints on disk."""
+        return task_offset_sums(
+            [*self.tasks, *self._suspended],
+            {tid: sb.positions for tid, sb in self.standbys.items()},
+            self.config.state_dir,
+            self.config.application_id,
+        )
 
     def close_standbys(self) -> None:
         for standby in self.standbys.values():
