@@ -396,7 +396,7 @@ def failover_run(bootstrap: str, sizes: Sizes, log_dir: Path, state_dir: Path, t
                 return min((r[0] for r in survivor.runs(task) if r[0] > t_kill), default=None)
 
             wait_for("the moved tasks' first output", lambda: all(first_after(t) for t in moved), 180, [survivor])
-            held = next(t["t"] for t in survivor.ticks if t["t"] > t_kill and moved <= set(t["active"]))
+            held = next((t["t"] for t in survivor.ticks if t["t"] > t_kill and moved <= set(t["active"])), None)
             firsts = {t: (first_after(t) or 0.0) - t_kill for t in sorted(moved)}
         finally:
             producer.stop()
@@ -410,7 +410,7 @@ def failover_run(bootstrap: str, sizes: Sizes, log_dir: Path, state_dir: Path, t
             "keys": keys,
             "load_counted_s": loaded,
             "moved_tasks": sorted(moved),
-            "kill_to_reassigned_s": held - t_kill,
+            "kill_to_reassigned_s": None if held is None else held - t_kill,
             "kill_to_first_output_s": {
                 "min": min(firsts.values()),
                 "max": max(firsts.values()),
