@@ -1,6 +1,6 @@
-"""Warm-up replicas and probing rebalances (KIP-441) end to end on memory://: an empty instance joining a group
-whose state is large gets warm-ups, not the stateful tasks; once warm, probing rebalances move the tasks to it
-and it restores (almost) nothing at the promotion."""
+"""Warm-up replicas and probing rebalances (KIP-441) and rack-aware standbys, end to end on memory://: an empty
+instance joining a group whose state is large gets warm-ups, not the stateful tasks; once warm, probing
+rebalances move the tasks to it and it restores (almost) nothing at the promotion."""
 
 import time
 import uuid
@@ -102,3 +102,44 @@ def test_an_empty_instance_warms_up_then_takes_its_share_without_restoring(tmp_p
     finally:
         second.stop()
         first.stop()
+
+
+def test_standbys_go_to_another_rack(tmp_path: Path) -> None:
+    """Racks r1, r1, r2 (``client.rack``), one standby per task, 6 tasks: each instance runs 2; the standby of
+    every task active on an r1 instance is on the r2 instance, and that of a task active on r2 on an r1 one."""
+    url = f"memory://racks-{uuid.uuid4().hex[:8]}"
+    ks.produce("words", [(f"k{i}", 1) for i in range(600)], bootstrap_servers=url, partitions=PARTITIONS)
+    racks = {"A": "r1", "B": "r1", "C": "r2"}
+    apps = [
+        ks.KafkaStreams(
+            topology(),
+            "racks",
+            url,
+            client_id=name,
+            state_dir=str(tmp_path / name),
+            num_standby_replicas=1,
+            commit_interval_ms=50,
+            client_config={"client.rack": rack},
+        )
+        for name, rack in racks.items()
+    ]
+    try:
+        for app in apps:
+            app.start().wait_until_running()
+        rack_of = {app.process_id: rack for app, rack in zip(apps, racks.values(), strict=True)}
+
+        def settled() -> bool:
+            view = apps[0].group_assignment()
+            return (
+                len(view) == PARTITIONS
+                and Counter(e["instance"] for e in view.values()) == dict.fromkeys(rack_of, 2)
+                and all(len(e["standby"]) == 1 for e in view.values())
+            )
+
+        wait_for(settled, "2 tasks on each instance, one standby each")
+        for tid, entry in apps[0].group_assignment().items():
+            (standby,) = entry["standby"]
+            assert rack_of[standby] != rack_of[entry["instance"]], f"{tid}: standby on the active's rack"
+    finally:
+        for app in apps:
+            app.stop()
