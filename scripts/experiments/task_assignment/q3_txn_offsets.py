@@ -69,6 +69,9 @@ def main() -> None:
         print(f"a not polled: b reassigned {time.monotonic() - stopped:.1f} s later, members {members}; "
               f"a's metadata (not polled) {a.consumer_group_metadata()!r}")  # fmt: skip
         print(f"4. y-0@6 with evicted a's last metadata: {transaction(lab, producer, 6, gen2)}")
+        emptied = a.consumer_group_metadata()
+        print(f"4b. y-0@6 with evicted a's metadata read now (member id emptied): "
+              f"{transaction(lab, producer, 6, emptied)}")  # fmt: skip
         handmade = b"CGMDv2:" + (-1).to_bytes(4, "little", signed=True) + b"q3\x00\x00\x01"
         print(f"5. y-0@7 with hand-made metadata {handmade!r} (generation -1, no member id; b in the group): "
               f"{transaction(lab, producer, 7, handmade)}")  # fmt: skip
