@@ -186,7 +186,9 @@ class KafkaAdmin(Admin):
         self, group_id: str, tps: Iterable[TopicPartition] | None = None, require_stable: bool = False
     ) -> list[Any]:
         """confluent-kafka's TopicPartitions (offset and metadata) the group committed, for ``tps`` or all;
-        ``require_stable``: only once no transaction holding offsets for them is open."""
+        ``require_stable``: only once no transaction holding offsets for them is open. A partition answered
+        with an error (``UNSTABLE_OFFSET_COMMIT`` while such a transaction is open: the admin client does not
+        wait for it) raises that error as a ``KafkaException``: its offset (-1001) is no committed offset."""
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as CKTopicPartition
 
@@ -196,7 +198,11 @@ class KafkaAdmin(Admin):
             require_stable=require_stable,
             request_timeout=self.cluster.timeout_s,
         )
-        return list(futures[group_id].result().topic_partitions or [])
+        answer = list(futures[group_id].result().topic_partitions or [])
+        for tp in answer:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+        return answer
 
     def group_members(self, group_id: str) -> dict[str, frozenset[TopicPartition]]:
         """Member id -> partitions it owns, from DescribeConsumerGroups (a group without members: empty)."""

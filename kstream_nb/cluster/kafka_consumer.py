@@ -515,26 +515,26 @@ class KafkaConsumer(Consumer):
                 )
             )
         except KafkaException as e:
+            also = ""
             if error_code(e) == KafkaError._TIMED_OUT:
                 answer = self._committed_by_admin(tps)
-                if answer is not None:
+                if not isinstance(answer, str):
                     return answer
-            message = f"cannot read the committed offsets of group {self.group_id!r}: {e}"
+                also = f"; through the admin client: {answer}"
+            message = f"cannot read the committed offsets of group {self.group_id!r}: {e}{also}"
             if error_code(e) in BROKER_UNAVAILABLE_ERRORS:  # (a timeout: unstable offsets, a coordinator loading)
                 raise BrokerUnavailableError(message) from e
             raise StreamsError(message) from e
 
-    def _committed_by_admin(self, tps: list[TopicPartition]) -> list[Any] | None:
+    def _committed_by_admin(self, tps: list[TopicPartition]) -> list[Any] | str:
         """The group's stable committed offsets asked through the admin client, after the consumer's own fetch
         timed out: seen after a broker restart, the consumer's fetch kept timing out for minutes while the
-        group's coordinator answered other clients. None when this fails too."""
-        if self.group_id is None:
-            return None
+        group's coordinator answered other clients. Why not, when this fails too."""
         try:
-            answer = self.cluster.admin().committed_partitions(self.group_id, tps, require_stable=True)
+            answer = self.cluster.admin().committed_partitions(str(self.group_id), tps, require_stable=True)
         except KafkaException as e:
             log.warning("%s: the committed offsets asked through the admin client too: %s", self, e)
-            return None
+            return str(e)
         log.info("%s: committed offsets read through the admin client (the consumer's fetch timed out)", self)
         return answer
 

@@ -12,6 +12,7 @@ import pytest
 from kstream_nb.cluster import connect
 from kstream_nb.cluster.base import Consumer, TopicSpec
 from kstream_nb.cluster.records import TopicPartition
+from kstream_nb.errors import BrokerUnavailableError
 from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 pytestmark = pytest.mark.kafka
@@ -87,4 +88,33 @@ def test_a_fetch_that_times_out_is_answered_through_the_admin_client(kafka_boots
         assert consumer.committed_metadata(tps) == {tps[0]: '{"stream_time": 3}'}
     finally:
         consumer._consumer = real  # type: ignore[attr-defined]
+        consumer.close()
+
+
+def test_offsets_a_transaction_holds_are_not_read_as_no_commit_when_the_fetch_times_out(
+    kafka_bootstrap: str,
+) -> None:
+    """While a transaction holds offsets for the group, the admin client answers the partition with
+    UNSTABLE_OFFSET_COMMIT (it does not wait): the fallback reports the offsets unavailable (retried by the
+    task manager), never "nothing committed", which would start the task from auto.offset.reset."""
+    cluster = connect(kafka_bootstrap)
+    topic = f"meta-{os.urandom(4).hex()}"
+    cluster.admin().create_topics([TopicSpec(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    consumer = member_of(kafka_bootstrap, topic)
+    consumer.commit({tp: 2})
+    producer = cluster.producer({"transactional.id": f"t-{os.urandom(4).hex()}"})
+    real = consumer._consumer  # type: ignore[attr-defined]
+    try:
+        producer.send(topic, None, b"x")
+        producer.send_offsets_to_transaction({tp: 5}, consumer)  # pending until the transaction ends
+        consumer._consumer = _FetchTimesOut(real)  # type: ignore[attr-defined]
+        with pytest.raises(BrokerUnavailableError, match=r"through the admin client: .*UNSTABLE_OFFSET_COMMIT"):
+            consumer.committed([tp])
+        producer.commit_transaction()
+        consumer._consumer = real  # type: ignore[attr-defined]
+        assert consumer.committed([tp]) == {tp: 5}  # (librdkafka's own fetch waits for the markers)
+    finally:
+        consumer._consumer = real  # type: ignore[attr-defined]
+        producer.close()
         consumer.close()
