@@ -143,3 +143,50 @@ def test_standbys_go_to_another_rack(tmp_path: Path) -> None:
     finally:
         for app in apps:
             app.stop()
+
+
+def test_a_restarted_instance_gets_its_tasks_back_and_restores_only_the_delta(tmp_path: Path) -> None:
+    """RocksDB stores, A and B run 3 tasks each (checkpoints written at each commit). B stops: A takes its 3
+    tasks. 300 more records arrive. B restarts on its state directory: its checkpoints put it within
+    acceptable_recovery_lag (10_000) of its old tasks and 4000+ behind A's, so the balance moves exactly its
+    old tasks back at once (no warm-up), and it replays only what the changelogs got since it stopped."""
+    url = f"memory://restart-{uuid.uuid4().hex[:8]}"
+    words = [(f"k{i}", 1) for i in range(30_000)]
+    ks.produce("words", words, bootstrap_servers=url, partitions=PARTITIONS)
+    settings: dict[str, Any] = {"commit_interval_ms": 50, "default_dsl_store": "rocksdb"}
+
+    def instance(name: str) -> ks.KafkaStreams:
+        return ks.KafkaStreams(topology(), "rs", url, client_id=name, state_dir=str(tmp_path / name), **settings)
+
+    first, second = instance("A"), instance("B")
+    try:
+        first.start().wait_until_running().wait_until_idle()
+        second.start()
+
+        def balanced() -> bool:  # reads ``second`` when called: the restarted B once it is rebound
+            held = Counter(e["instance"] for e in first.group_assignment().values())
+            return held == {first.process_id: 3, second.process_id: 3}
+
+        wait_for(balanced, "3 tasks on each instance")
+        for app in (first, second):
+            app.wait_until_running().wait_until_idle()
+        old = {tid for tasks in second.assignment().values() for tid in tasks}
+        assert second.stop()
+        wait_for(lambda: len(first.group_assignment()) == PARTITIONS and not second.threads, "A runs all 6")
+        first.wait_until_running().wait_until_idle()
+        delta = [(f"k{i}", 1) for i in range(300)]
+        ks.produce("words", delta, bootstrap_servers=url)
+        first.wait_until_idle()
+
+        second = instance("B")
+        second.start()
+        wait_for(balanced, "3 tasks on each instance again")
+        second.wait_until_running().wait_until_idle()
+        assert {tid for tasks in second.assignment().values() for tid in tasks} == old
+        restored = second.metrics()["restored-records-total"]
+        assert 0 < restored <= len(delta), f"B restored {restored} records, the delta had {len(delta)}"
+        counts = dict(first.store("counts").all()) | dict(second.store("counts").all())
+        assert counts == dict(Counter(k for k, _ in words + delta))
+    finally:
+        second.stop()
+        first.stop()
