@@ -145,9 +145,12 @@ def _balance_stateful(
         counts[client] += 1
     share = quotas(len(tasks), capacity, counts)
     subs = {t: TaskId.parse(t).subtopology for t in tasks}
+    per_sub: dict[tuple[str, int], int] = {}
+    for task, client in owner.items():
+        per_sub[client, subs[task]] = per_sub.get((client, subs[task]), 0) + 1
 
     def sub_count(client: str, sub: int) -> int:
-        return sum(1 for t, c in owner.items() if c == client and subs[t] == sub)
+        return per_sub.get((client, sub), 0)
 
     planned = dict(owner)  # where each task is after the balance (the moves, whether now or later)
     pending: dict[str, tuple[str, str]] = {}
@@ -173,6 +176,8 @@ def _balance_stateful(
         donor = planned[task]
         counts[donor] -= 1
         counts[taker] += 1
+        per_sub[donor, subs[task]] -= 1
+        per_sub[taker, subs[task]] = sub_count(taker, subs[task]) + 1
         planned[task] = taker
         if taker in caught_up[task]:
             owner[task] = taker
@@ -197,12 +202,23 @@ def _assign_stateless(
     counts = {c: len(result[c].active) for c in names}
     held = {c: counts[c] + sum(1 for t in tasks if t in clients[c].prev_active) for c in names}
     share = quotas(total, capacity, held)
+    per_sub: dict[tuple[str, int], int] = {}
+    for client in names:
+        for task in result[client].active:
+            key = (client, TaskId.parse(task).subtopology)
+            per_sub[key] = per_sub.get(key, 0) + 1
+
+    def give(task: str, client: str) -> None:
+        result[client].active.add(task)
+        counts[client] += 1
+        key = (client, TaskId.parse(task).subtopology)
+        per_sub[key] = per_sub.get(key, 0) + 1
+
     placed: set[str] = set()
     for task in tasks:
         previous = [c for c in names if task in clients[c].prev_active and counts[c] < share[c]]
         if previous:
-            result[previous[0]].active.add(task)
-            counts[previous[0]] += 1
+            give(task, previous[0])
             placed.add(task)
     for task in tasks:
         if task in placed:
@@ -210,12 +226,6 @@ def _assign_stateless(
         sub = TaskId.parse(task).subtopology
         choice = min(
             names,
-            key=lambda c: (
-                counts[c] - share[c],
-                sum(1 for t in result[c].active if TaskId.parse(t).subtopology == sub),
-                _load(counts, capacity, c),
-                c,
-            ),
+            key=lambda c: (counts[c] - share[c], per_sub.get((c, sub), 0), _load(counts, capacity, c), c),
         )
-        result[choice].active.add(task)
-        counts[choice] += 1
+        give(task, choice)
