@@ -1,6 +1,7 @@
 """Kafka Streams' HighAvailabilityTaskAssignor (KIP-441) as a pure function: each scenario is worked out by hand
 in its docstring (shares are floor/ceil arithmetic, lags are end offset sum - offset sum)."""
 
+from kstream_nb.cluster.base import Subscription
 from kstream_nb.runtime.assignment.client_state import (
     LATEST_OFFSET,
     AssignmentConfigs,
@@ -8,6 +9,7 @@ from kstream_nb.runtime.assignment.client_state import (
     TaskAssignment,
 )
 from kstream_nb.runtime.assignment.high_availability import assign_tasks, quotas
+from kstream_nb.runtime.assignor import client_states
 
 END = 50_000  # each stateful task's changelog end offset sum in these scenarios
 DEFAULTS = AssignmentConfigs()
@@ -161,3 +163,37 @@ def test_standbys_never_share_a_client_with_their_active_or_warmup() -> None:
     for task in stateful(2):
         holders = [c for c, a in result.clients.items() if task in a.active | a.standby | a.warmup]
         assert len(holders) == len(set(holders)) == 3
+
+
+def test_a_third_empty_client_warms_up_one_task_of_each_other_client() -> None:
+    """A runs 1_0..1_2, B 1_3..1_5, C joins empty: shares 2/2/2, so one task leaves A and one leaves B; C is
+    not caught up on either, so A and B keep their actives and C warms up the lowest id of each (1_0, 1_3)."""
+    clients = [
+        running("A", "1_0", "1_1", "1_2"),
+        running("B", "1_3", "1_4", "1_5"),
+        ClientState("C", 1, offset_sums={}),
+    ]
+    result = run(clients, stateful(6), stateful(6))
+    assert actives(result, "A") == {"1_0", "1_1", "1_2"} and actives(result, "B") == {"1_3", "1_4", "1_5"}
+    assert actives(result, "C") == set() and result.clients["C"].warmup == {"1_0", "1_3"}
+
+
+def test_an_instance_is_the_union_of_its_threads_subscriptions() -> None:
+    """Two threads of process P: one runs 1_0 (LATEST_OFFSET), the other keeps a standby of 1_0 at 500 and has
+    1_1's checkpoint at 700. P: 2 threads, 1_0 LATEST_OFFSET (running wins), 1_1 700, rack from client.rack."""
+    subscriptions = {
+        "p-1": Subscription(
+            frozenset(), {"process_id": "P", "prev_tasks": ["1_0"], "task_offset_sums": {"1_0": -2}, "rack": "r1"}
+        ),
+        "p-2": Subscription(
+            frozenset(),
+            {"process_id": "P", "prev_standbys": ["1_0"], "task_offset_sums": {"1_0": 500, "1_1": 700}},
+        ),
+        "q-1": Subscription(frozenset(), {"process_id": "Q"}),
+    }
+    clients, members = client_states(subscriptions)
+    assert members == {"P": ["p-1", "p-2"], "Q": ["q-1"]}
+    p = clients["P"]
+    assert (p.capacity, p.rack, dict(p.offset_sums or {})) == (2, "r1", {"1_0": LATEST_OFFSET, "1_1": 700})
+    assert p.prev_active == {"1_0"} and p.prev_standby == {"1_0"}
+    assert clients["Q"].offset_sums is None  # reported nothing: lags from what it ran only
