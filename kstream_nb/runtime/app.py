@@ -27,6 +27,7 @@ from kstream_nb.runtime.assignment.client_state import AssignmentConfigs
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.client_metrics import client_metrics
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
+from kstream_nb.runtime.control_topic import ControlTopic
 from kstream_nb.runtime.dropped_records import late_records_frame
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
 from kstream_nb.runtime.group_members import GroupMembers
@@ -135,6 +136,8 @@ class KafkaStreams(InteractiveQueries):
         self._global_stores: GlobalStores | None = None
         self._global_thread: GlobalStreamThread | None = None
         self._group_members: GroupMembers | None = None
+        #: kafka_task_assignment="leader": the control topic (statuses, assignments) replacing the board
+        self._control: ControlTopic | None = None
         #: what the app waits for while REBALANCING before its threads run ("waiting for broker"), or None
         self.status: str | None = None
         self.broker_retries = 0
@@ -242,7 +245,10 @@ class KafkaStreams(InteractiveQueries):
                 )
                 self._global_thread.start()
             self._serve_queries()  # before the threads: they tell the group where this instance answers
-            if not self.cluster.runs_group_assignor:
+            if not self.cluster.runs_group_assignor and self.config.kafka_task_assignment == "leader":
+                self._control = ControlTopic(self.cluster, self.application_id, self.config.client_config)
+                self._control.endpoint = self.endpoint
+            elif not self.cluster.runs_group_assignor:
                 self._group_members = GroupMembers(self.cluster, self.application_id, self.config.client_config)
                 self._group_members.endpoint = self.endpoint
             for _ in range(self.config.num_stream_threads):
@@ -267,6 +273,7 @@ class KafkaStreams(InteractiveQueries):
             self._global_stores.stores if self._global_stores else None,
             self._global_thread.bootstrapped if self._global_thread else None,
             self._group_members,
+            self._control,
         )
 
     def _start_thread(self) -> StreamThread:
@@ -355,6 +362,8 @@ class KafkaStreams(InteractiveQueries):
                 self._global_stores.close()
             if self._group_members is not None:
                 self._group_members.close()
+            if self._control is not None:
+                self._control.close()
             self._process_slot.release()  # a later instance may take this process id (and its tasks) now
         with self._lock:
             self._finished_threads.extend(t for t in self._threads if t not in self._finished_threads)

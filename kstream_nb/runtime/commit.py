@@ -14,6 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from kstream_nb.cluster.base import Cluster
+from kstream_nb.cluster.kafka_group_member import TASK_MIGRATED_ERRORS
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import BrokerUnavailableError, TransactionError
 from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
@@ -167,6 +168,9 @@ class TransactionalCommit(ExactlyOnceCommit):
         try:
             thread._commit_transaction(offsets, metadata)
         except TransactionError as e:
+            if thread.handover is not None and e.code in TASK_MIGRATED_ERRORS:
+                thread.handover.tasks_lost(str(e))  # (leader-assigned tasks: the group moved on without us)
+                return False
             if e.fenced:
                 self.replace_fenced_producer(thread, e)
                 return False

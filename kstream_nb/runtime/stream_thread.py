@@ -16,17 +16,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kstream_nb.cluster.base import Cluster
+from kstream_nb.cluster.kafka_fetch_consumer import fetch_consumer
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.broker_health import BrokerHealth
 from kstream_nb.runtime.commit import COMMIT_TIMEOUT_S, TransactionState, commit_strategy
 from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.runtime.control_topic import ControlTopic
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
 from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.record_collector import ProducerCollector
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
+from kstream_nb.runtime.task_handover import TaskHandover
 from kstream_nb.runtime.task_manager import TaskManager, wall_clock_ms
 from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
@@ -62,6 +65,7 @@ class StreamThread(threading.Thread):
         global_stores: Mapping[str, Any] | None = None,
         global_ready: threading.Event | None = None,
         group_members: GroupMembers | None = None,
+        control: ControlTopic | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
         #: on Kafka, the board where members publish what they hold (the group view, standby placement)
@@ -85,14 +89,17 @@ class StreamThread(threading.Thread):
         # exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers that
         # only see committed transactions (the open and aborted ones of other threads stay hidden)
         committed_only = {"isolation.level": "read_committed"} if cluster.supports_transactions else {}
-        self.consumer = cluster.consumer(
-            config.application_id,
-            {
-                "client.id": client,
-                "auto.offset.reset": config.auto_offset_reset,
-                **(committed_only if self.commit.transactional else {}),
-                **config.client_config,
-            },
+        consumer_config = {
+            "client.id": client,
+            "auto.offset.reset": config.auto_offset_reset,
+            **(committed_only if self.commit.transactional else {}),
+            **config.client_config,
+        }
+        # kafka_task_assignment="leader": a group member for membership and commits, a fetch consumer for tasks
+        self.consumer = (
+            cluster.consumer(config.application_id, consumer_config)
+            if control is None
+            else fetch_consumer(cluster, config.application_id, consumer_config)
         )
         # changelogs are restored from committed transactions only, whatever this app's guarantee
         restore_config = {**config.client_config, **committed_only}
@@ -150,6 +157,8 @@ class StreamThread(threading.Thread):
         self._last_heartbeat = 0.0
         #: when to ask the group for the probing rebalance the assignment scheduled (warm-ups catching up)
         self._probe_at: float | None = None
+        #: kafka_task_assignment="leader": tasks come from the control topic's assignments
+        self.handover = TaskHandover(self, control, self.consumer) if control is not None else None
 
     # ---- state ---------------------------------------------------------------------------------
 
@@ -346,7 +355,10 @@ class StreamThread(threading.Thread):
             if self.commit.transactional:
                 # fences a zombie of this thread's previous life and closes the transaction it left open
                 self.producer.init_transactions()
-            self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
+            if self.handover is not None:
+                self.handover.start()
+            else:
+                self.consumer.subscribe(self.assignor.source_topics(), self, self.assignor, self._userdata)
             self._loop()
             self._set_state(ThreadState.PENDING_SHUTDOWN)
             if not self.broker.away_now():  # else the next run reads again from the last commit
@@ -385,9 +397,12 @@ class StreamThread(threading.Thread):
             if not self.commit.exactly_once:
                 self.publish()
             self.task_manager.update_standby_stores()
-            self._maintain_group()
-            self._follow_up_pending_tasks()
-            self._probe_if_due()
+            if self.handover is not None:
+                self.handover.tick()
+            else:
+                self._maintain_group()
+                self._follow_up_pending_tasks()
+                self._probe_if_due()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
             self._sample_rate()
@@ -418,6 +433,8 @@ class StreamThread(threading.Thread):
         then the outputs and consumed offsets as the processing guarantee wants (see ``runtime/commit.py``)."""
         if self._closing:  # (the consumer's close revokes the partitions: _close has done what is left)
             return
+        if self.handover is not None and not self.handover.may_commit():
+            return  # (leader-assigned tasks: not inside a group rebalance, nor before the first join)
         due = time.monotonic() - self._last_commit >= self.config.commit_interval_ms / 1000
         if not (force or due or any(t.commit_requested for t in self.tasks.values())):
             return
@@ -506,6 +523,8 @@ class StreamThread(threading.Thread):
             log.exception("closing the producer's transaction of %s failed", self.name)
         finally:
             self.task_manager.close_standbys()
+            if self.handover is not None:
+                self.handover.close()
             if self.group_members is not None:
                 try:
                     self.group_members.leave(self._client_id)

@@ -122,6 +122,14 @@ class TaskManager:
             resumed = self._suspended.pop(task_id, None)
             self.add_task(resumed or self.create_task(task_id, tps, warm.get(task_id)), tps)
 
+    def release(self, task_ids: Iterable[str]) -> None:
+        """Closes (cleanly: they were just committed) active tasks handed over to another member."""
+        for task_id in task_ids:
+            task = self.tasks.pop(task_id)
+            for tp in task.queues:
+                self._by_partition.pop(tp, None)
+            self.close_task(task)
+
     def close_unassigned_suspended(self, active: Iterable[str]) -> None:
         """Closes the suspended tasks that the new assignment does not give back."""
         keep = set(active)

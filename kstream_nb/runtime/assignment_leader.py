@@ -1,0 +1,137 @@
+"""The assignment leader's round (``kafka_task_assignment="leader"``): the member that got partition 0 of the
+control topic computes who runs which task and publishes it (``control_topic.py``).
+
+A round: the group members of the current generation (``describe_consumer_groups``) must each have published
+a status of that generation (waited for at most ``STATUS_WAIT_S``; who has not by then is left out); their
+statuses become the subscriptions of kstream_nb's own ``StreamsPartitionAssignor.assign`` (Kafka Streams'
+HighAvailabilityTaskAssignor: balanced over threads, sticky, lag-aware with warm-ups, standbys, racks).
+Its target then goes through the **handover invariant**: a task is listed as active for at most one member,
+and for a new owner only once no other live member holds it (its status lists it, or the last assignment gave
+it to a member that has not applied that assignment yet). A task moving from X to Y is listed for nobody and
+noted *in transit* to Y; X commits and releases it (its next status lacks it), and the next round gives it
+to Y. Members that left the group hold nothing: their tasks go at once. The leader recomputes whenever a
+status changes what members hold, apply or generation, and every ``RECOMPUTE_S`` (warm-ups catching up);
+it publishes only a plan that differs from the one in force.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kstream_nb.cluster.base import Admin, Cluster, Subscription
+from kstream_nb.runtime.assignor import StreamsPartitionAssignor
+from kstream_nb.runtime.control_topic import ControlTopic, LeaderWriter, MemberStatus, TaskAssignment
+
+log = logging.getLogger("kstream_nb.assignment")
+
+#: how long a new generation's leader waits for every member's status of that generation
+STATUS_WAIT_S = 10.0
+#: a round at least this often while leading (lags change: warm-ups become actives)
+RECOMPUTE_S = 5.0
+
+
+class AssignmentLeader:
+    """Runs the rounds while one of this instance's threads leads the group."""
+
+    def __init__(
+        self, cluster: Cluster, admin: Admin, assignor: StreamsPartitionAssignor, control: ControlTopic
+    ) -> None:
+        self.cluster = cluster
+        self.admin = admin
+        self.assignor = assignor
+        self.control = control
+        self._writer: LeaderWriter | None = None
+        self._generation = -1
+        self._members: set[str] = set()
+        self._since = 0.0
+        self._fingerprint: Any = None
+        self._computed_at = 0.0
+
+    def lead(self, member_id: str, generation: int) -> None:
+        """One step of the leader's duties (called from the leading thread's loop; never blocks long)."""
+        now = time.monotonic()
+        if generation != self._generation:
+            self._generation, self._since, self._fingerprint = generation, now, None
+            self._members = set(self.admin.group_members(self.assignor.application_id))
+            log.info("leading generation %d of %d member(s)", generation, len(self._members))
+        statuses = {m: s for m, s in self.control.statuses.items() if m in self._members}
+        current = {m for m, s in statuses.items() if s.generation >= generation}
+        if current != self._members and now - self._since < STATUS_WAIT_S:
+            return
+        live = {m: statuses[m] for m in current}
+        fingerprint = sorted((m, s.generation, s.applied_epoch, s.active, s.standby) for m, s in live.items())
+        if fingerprint == self._fingerprint and now - self._computed_at < RECOMPUTE_S:
+            return
+        self._fingerprint, self._computed_at = fingerprint, now
+        if not live:
+            return
+        target = self.compute(member_id, generation, live, self.control.assignment)
+        if target.same_plan(self.control.assignment):
+            return
+        if self._writer is None:
+            self._writer = LeaderWriter(self.cluster, self.assignor.application_id, self.control.client_config)
+        self._writer.publish(target)
+        log.info("assignment epoch %d (generation %d): %s; in transit %s", target.epoch, generation,
+                 {m: sorted(a["active"]) for m, a in target.members.items()}, dict(target.in_transit))  # fmt: skip
+
+    def compute(
+        self, leader: str, generation: int, live: Mapping[str, MemberStatus], previous: TaskAssignment | None
+    ) -> TaskAssignment:
+        """The next assignment: the assignor's target, with moved tasks held back until released."""
+        topics = self.assignor.source_topics()
+        in_transit = dict(previous.in_transit) if previous is not None else {}
+        subscriptions = {
+            m: Subscription(
+                frozenset(topics),
+                {
+                    "process_id": s.process_id,
+                    "thread": s.thread,
+                    # a task in transit counts as the target's already: the next round keeps it there
+                    "prev_tasks": sorted({*s.active, *(t for t, to in in_transit.items() if to == m)}),
+                    "prev_standbys": list(s.standby),
+                    "task_offset_sums": dict(s.offset_sums),
+                    "rack": s.rack,
+                    "endpoint": s.endpoint,
+                },
+            )
+            for m, s in live.items()
+        }
+        counts = {t: n for t in topics if (n := self.admin.partition_count(t)) is not None}
+        result = self.assignor.assign(counts, subscriptions)
+        holders: dict[str, set[str]] = {}
+        for m, s in live.items():
+            given = previous.active_of(m) if previous is not None and s.applied_epoch < previous.epoch else {}
+            for task_id in {*s.active, *given}:
+                holders.setdefault(task_id, set()).add(m)
+        members: dict[str, dict[str, Any]] = {}
+        moving: dict[str, str] = {}
+        view: dict[str, Any] = {}
+        for m, assignment in sorted(result.items()):
+            data = assignment.userdata or {}
+            view = data
+            active = {}
+            for task_id, tps in sorted(data.get("active", {}).items()):
+                if holders.get(task_id, set()) - {m}:
+                    moving[task_id] = m  # its holder releases it first
+                else:
+                    active[task_id] = [[tp.topic, tp.partition] for tp in tps]
+            members[m] = {"active": active, "standby": list(data.get("standby", ())),
+                          "warmup": list(data.get("warmup", ()))}  # fmt: skip
+        return TaskAssignment(
+            epoch=(previous.epoch + 1) if previous is not None else 1,
+            generation=generation,
+            leader=leader,
+            members=members,
+            in_transit=moving,
+            group={tid: list(entry) for tid, entry in view.get("all", {}).items()},
+            endpoints=dict(view.get("endpoints", {})),
+            warmups=dict(view.get("warmups", {})),
+        )
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

