@@ -325,7 +325,11 @@ class StreamsPartitionAssignor:
             warmups: dict[str, set[str]] = {}
             for client, assignment in plan.clients.items():
                 local = {m: subscriptions[m] for m in members[client]}
-                owners.update(balanced_sticky_assignment([by_id[t] for t in sorted(assignment.active)], local))
+                owners.update(
+                    balanced_sticky_assignment(
+                        [by_id[t] for t in sorted(assignment.active, key=TaskId.parse)], local
+                    )
+                )
                 replicas = assignment.standby | assignment.warmup
                 for member, held in _replicas_over_threads(replicas, members[client], subscriptions).items():
                     standbys.setdefault(member, set()).update(held - assignment.warmup)
