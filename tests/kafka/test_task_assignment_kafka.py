@@ -10,6 +10,7 @@ exactly-once counts through joins, clean leaves and crashes, and sub-topologies 
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import kstream_nb as ks
+from kstream_nb.cluster.partitioner import default_partition
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -122,3 +124,98 @@ def test_sticky_join_and_clean_leave(start_instances, names, kafka_bootstrap):
     for app in (a, b):
         counted.update(dict(app.store("counts").all()))
     assert counted == dict(Counter(w for s in sentences for w in s.split()))
+
+
+class Feeder(threading.Thread):
+    """Writes seeded random sentences to ``topic`` in small batches until stopped; ``sent`` lists them."""
+
+    def __init__(self, topic: str, bootstrap: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.bootstrap = topic, bootstrap
+        self.rng = random.Random(seed)
+        self.sent: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            batch = [f"w{self.rng.randrange(50)} w{self.rng.randrange(50)}" for _ in range(40)]
+            ks.produce(self.topic, batch, bootstrap_servers=self.bootstrap, partitions=8)
+            self.sent.extend(batch)
+
+
+def test_tasks_that_do_not_move_keep_processing_through_a_join(start_instances, names, kafka_bootstrap):
+    source = names("sentences")
+    ks.produce(source, ["start"], bootstrap_servers=kafka_bootstrap, partitions=8)
+    app_id = names("cooperative")
+    a, b = (start_instances(word_count(source), app_id, name) for name in "ab")
+    expected = all_tasks(8)
+    wait_for(lambda: balanced([a, b], expected), 120, "8 tasks each on A and B")
+    feeder = Feeder(source, kafka_bootstrap, seed=25)
+    feeder.start()
+    try:
+        running = {tid: task for app in (a, b) for th in app.threads for tid, task in th.tasks.items()}
+        wait_for(lambda: all(t.processed_total > 0 for tid, t in running.items() if tid.startswith("1_")), 60,
+                 "every counting task to process some input")  # fmt: skip
+        at_join = {tid: task.processed_total for tid, task in running.items()}
+        c = start_instances(word_count(source), app_id, "c")
+        absent: set[str] = set()  # tasks of A and B seen without their task object at some point of the join
+
+        def sample() -> bool:
+            now = {tid: task for app in (a, b) for th in app.threads for tid, task in th.tasks.items()}
+            absent.update(tid for tid, task in running.items() if now.get(tid) is not task)
+            return balanced([a, b, c], expected)
+
+        wait_for(sample, 120, "A, B and C balanced")
+    finally:
+        feeder.stop.set()
+        feeder.join(30)
+    moved = tasks(c)
+    stayed = expected - moved
+    assert moved and absent == moved  # the tasks that stayed were never revoked, suspended or recreated
+    grew = {tid for tid in stayed if running[tid].processed_total > at_join[tid]}
+    counting = {tid for tid in stayed if tid.startswith("1_")}
+    assert counting <= grew, f"counting tasks {sorted(counting - grew)} processed nothing across the join"
+    everything = Counter(w for s in ["start", *feeder.sent] for w in s.split())
+
+    def counted() -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for app in (a, b, c):
+            merged.update(dict(app.store("counts").all()))
+        return merged
+
+    wait_for(lambda: counted() == dict(everything), 60, "the counts to equal a recount of the input")
+
+
+def keys_on(partition: int, partitions: int, n: int, prefix: str) -> list[str]:
+    """The first ``n`` keys ``prefix<i>`` that Java's (murmur2) partitioner puts on ``partition``."""
+    found = [f"{prefix}{i}" for i in range(10 * n * partitions)]
+    return [k for k in found if default_partition(k.encode(), partitions) == partition][:n]
+
+
+def test_a_stateful_subtopology_over_unequally_partitioned_topics(start_instances, names, kafka_bootstrap):
+    wide, narrow = names("wide"), names("narrow")
+    # task p reads partition p of each topic that has it: 0_0, 0_1 read both topics, 0_2, 0_3 only the wide one;
+    # keys are chosen so that each one lives in a single task (on partition p of every topic it is written to)
+    wide_records = [(k, 1) for p in range(4) for k in keys_on(p, 4, 5, f"k{p}-") for _ in range(p + 1)]
+    narrow_records = [(k, 1) for p in range(2) for k in keys_on(p, 4, 5, f"k{p}-") if default_partition(
+        k.encode(), 2) == p]  # fmt: skip
+    ks.produce(wide, wide_records, bootstrap_servers=kafka_bootstrap, partitions=4)
+    ks.produce(narrow, narrow_records, bootstrap_servers=kafka_bootstrap, partitions=2)
+    b = ks.StreamsBuilder()
+    b.stream(wide).merge(b.stream(narrow)).group_by_key().count(store="counts")
+    topology = b.build()
+    app_id = names("unequal")
+    apps = [start_instances(topology, app_id, name) for name in "ab"]
+    expected_tasks = {f"0_{p}" for p in range(4)}
+    wait_for(lambda: balanced(apps, expected_tasks), 120, "4 tasks over 2 instances")
+    assert {tp for app in apps for per in app.assignment().values() for tp in per.get("0_0", [])} == {
+        f"{wide}-0", f"{narrow}-0"}  # fmt: skip
+    expected = Counter(k for k, _ in wide_records + narrow_records)
+
+    def counted() -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for app in apps:
+            merged.update(dict(app.store("counts").all()))
+        return merged
+
+    wait_for(lambda: counted() == dict(expected), 60, "the counts to equal a recount of both topics")
