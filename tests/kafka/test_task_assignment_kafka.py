@@ -9,7 +9,11 @@ exactly-once counts through joins, clean leaves and crashes, and sub-topologies 
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -219,3 +223,89 @@ def test_a_stateful_subtopology_over_unequally_partitioned_topics(start_instance
         return merged
 
     wait_for(lambda: counted() == dict(expected), 60, "the counts to equal a recount of both topics")
+
+
+RUNNER = Path(__file__).with_name("leader_instance.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Instance:
+    """One ``leader_instance.py`` process; its output goes to ``log`` (appended across restarts)."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args, self.log = args, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([sys.executable, str(RUNNER), *self.args], stdout=out,
+                                            stderr=subprocess.STDOUT, env=env)  # fmt: skip
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.running:
+            assert self.process is not None
+            self.process.send_signal(sig)
+            self.process.wait(60)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+
+def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_bootstrap, tmp_path):
+    rng = random.Random(2511)
+    source, sink, app_id = names("sentences"), names("counts"), names("eos-leader")
+    words = [f"w{i}" for i in range(60)]
+    sent: list[str] = []
+
+    def feed(n: int) -> None:
+        batch = [" ".join(rng.choice(words) for _ in range(4)) for _ in range(n)]
+        ks.produce(source, batch, bootstrap_servers=kafka_bootstrap, partitions=8)
+        sent.extend(batch)
+
+    feed(500)
+    ks.produce(sink, [], bootstrap_servers=kafka_bootstrap, partitions=8)  # (created before the instances write)
+    instances = [
+        Instance([kafka_bootstrap, app_id, source, sink, str(tmp_path / name)], tmp_path / f"{name}.log")
+        for name in "abcd"
+    ]
+    try:
+        for inst in instances[:2]:
+            inst.start()
+        events = ["join", "kill", "leave", "join", "kill", "join", "leave", "join"]
+        log = []
+        for event in events:
+            feed(rng.randrange(200, 600))
+            running = [i for i in instances if i.running]
+            stopped = [i for i in instances if not i.running]
+            target = rng.choice(stopped if event == "join" else running)
+            log.append(f"{event} {target.log.stem}")
+            if event == "join":
+                target.start()
+            else:
+                target.stop(signal.SIGKILL if event == "kill" else signal.SIGTERM)
+            # the next event once some records were counted since this one (the rebalance runs meanwhile)
+            before = len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))
+            wait_for(lambda b=before: len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)) > b, 120,
+                     f"output after {log[-1]}")  # fmt: skip
+        feed(300)
+        expected = dict(Counter(w for s in sent for w in s.split()))
+
+        def final_counts() -> bool:
+            out = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)  # read_committed
+            return dict(out.sort_values(["partition", "offset"]).groupby("key")["value"].last()) == expected
+
+        try:
+            wait_for(final_counts, 180, f"the committed counts to equal a recount after {log}")
+        except AssertionError:
+            raise AssertionError("\n\n".join(f"{i.log.stem}:\n{i.tail()}" for i in instances)) from None
+    finally:
+        for inst in instances:
+            inst.stop()
