@@ -25,6 +25,7 @@ from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import TopologyError
 from kstream_nb.runtime.assignment.client_state import (
     LATEST_OFFSET,
+    UNKNOWN_OFFSET_SUM,
     AssignmentConfigs,
     ClientAssignment,
     ClientState,
@@ -76,6 +77,7 @@ class StreamsPartitionAssignor:
         #: assignment received (memory://; Kafka's StreamsMetadataState, filled in ``onAssignment``)
         self.endpoint: str | None = None
         self.group_hosts: dict[str, Any] = {}
+        self._last_owners: dict[str, Any] = {}  # task -> instance, of the last assignment made here
         self._lock = threading.Lock()
 
     def subscription_userdata(self) -> dict[str, Any]:
@@ -89,6 +91,8 @@ class StreamsPartitionAssignor:
             "all": dict(data.get("all", {})),
             "endpoints": dict(data.get("endpoints", {})),
             "warmups": dict(data.get("warmups", {})),
+            "lags": dict(data.get("lags", {})),
+            "moved": dict(data.get("moved", {})),
         }
 
     def resolve(self, topic: str) -> str:
@@ -349,6 +353,20 @@ class StreamsPartitionAssignor:
                 for t in tasks
             }
             warm_view = {t.task_id: holders(warmups, t.task_id) for t in stateful if holders(warmups, t.task_id)}
+            client_of = {_process_of(s): _client_of(m, s) for m, s in subscriptions.items()}
+
+            def lag(pid: Any, task_id: str) -> int | None:  # LATEST_OFFSET (runs it): 0; unknown: None
+                value = plan.lags.get(client_of.get(pid, ""), {}).get(task_id)
+                return None if value is None or value == UNKNOWN_OFFSET_SUM else max(value, 0)
+
+            lags = {
+                t.task_id: {
+                    str(pid): lag(pid, t.task_id)
+                    for pid in [group[t.task_id][1], *group[t.task_id][2], *warm_view.get(t.task_id, [])]
+                }
+                for t in stateful
+            }
+            moved = self._moved(group, subscriptions)
             prober = min(subscriptions) if plan.probing_rebalance_needed and subscriptions else None
             result = {}
             for member in subscriptions:
@@ -362,11 +380,32 @@ class StreamsPartitionAssignor:
                     "endpoints": endpoints,
                     "all": group,
                     "warmups": warm_view,
+                    # per stateful task, each holder's lag (changelog records it lacks) at this assignment
+                    "lags": lags,
+                    "moved": moved,
                 }
                 if member == prober:  # one member asks the group for the probing rebalance (KIP-441)
                     userdata["probing_rebalance_ms"] = self.assignment_configs.probing_rebalance_interval_ms
                 result[member] = Assignment(partitions, userdata)
             return result
+
+    def _moved(
+        self, group: Mapping[str, tuple[Any, ...]], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, dict[str, Any]]:
+        """Tasks whose active instance this assignment changes: task -> {"from", "to"}; the previous owner is
+        the instance that reported running it, else (it left) the owner in the last assignment this assignor
+        made for the group (or, if none, received)."""
+        before = {tid: entry[1] for tid, entry in self.group_hosts.get("all", {}).items()}
+        before.update(self._last_owners)
+        self._last_owners = {tid: entry[1] for tid, entry in group.items()}
+        for subscription in subscriptions.values():
+            for task_id in (subscription.userdata or {}).get("prev_tasks", ()):
+                before[task_id] = _process_of(subscription)
+        return {
+            tid: {"from": before[tid], "to": entry[1]}
+            for tid, entry in group.items()
+            if tid in before and before[tid] != entry[1]
+        }
 
 
 def client_states(
