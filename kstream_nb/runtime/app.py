@@ -23,6 +23,7 @@ import pandas as pd
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError, MissingSourceTopicError, StreamsError
+from kstream_nb.runtime import group_view
 from kstream_nb.runtime.assignment.client_state import AssignmentConfigs
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.client_metrics import client_metrics
@@ -550,16 +551,9 @@ class KafkaStreams(InteractiveQueries):
 
     def group_assignment(self) -> dict[str, dict[str, Any]]:
         """Every instance and thread of the application: task id -> {"thread", "instance", "standby", "warmup",
-        "partitions"}: the instances keeping standby copies, those warming one up to take the task over (KIP-441)
-        and the partitions the task reads (as of the last rebalance; on Kafka, as the members last reported on
-        the group-members board)."""
-        view: dict[str, dict[str, Any]] = {}
-        warm = dict(self.assignor.group_hosts.get("warmups", {}))
-        for thread in list(self._threads):
-            for tid, (member, pid, standby, partitions) in dict(thread.group_view).items():
-                view[tid] = {"thread": member, "instance": pid, "standby": list(standby)}
-                view[tid] |= {"warmup": list(warm.get(tid, ())), "partitions": partitions}
-        return dict(sorted(view.items()))
+        "partitions", "lags", "moved"}: standby and warm-up (KIP-441) holders, each holder's lag and the move of
+        the last rebalance (memory://; on Kafka as the members last reported on the board): ``group_view``."""
+        return group_view.group_assignment(self._threads, self.assignor.group_hosts)
 
     def lag(self) -> dict[str, int]:
         """Records not yet processed per input partition (``topic-partition`` -> count)."""
