@@ -522,12 +522,30 @@ class KStreamMagics(Magics):
         app = get_app(args.name)
         view = AssignmentView(app, autostart=False)
         owners, partitions = view.snapshot()
+        group = app.group_assignment()
         rows = [
-            {"instance": inst, "thread": thread, "task": task, "partitions": partitions.get(task, [])}
+            {
+                "instance": inst,
+                "thread": thread,
+                "task": task,
+                "role": "active",
+                "partitions": partitions.get(task, []),
+                "lag": group.get(task, {}).get("lags", {}).get(inst),
+                "moved_from": (group.get(task, {}).get("moved") or {}).get("from"),
+            }
             for task, (inst, thread) in owners.items()
         ]
-        frame = pd.DataFrame(rows, columns=["instance", "thread", "task", "partitions"])
-        return frame.sort_values(["instance", "thread", "task"], ignore_index=True)
+        rows += [  # standby and warm-up copies, with the lag their holder had at the last assignment
+            {"instance": inst, "thread": thread, "task": task, "role": role, "partitions": [], "lag": lag}
+            for (inst, thread), copies in view.replicas.items()
+            for task, role, lag in copies
+        ]
+        columns = ["instance", "thread", "task", "role", "partitions", "lag", "moved_from"]
+        frame = pd.DataFrame(rows, columns=columns).astype({"lag": "Int64"})
+        order = frame["role"].map({"active": 0, "standby": 1, "warmup": 2})
+        return frame.assign(_order=order).sort_values(["instance", "_order", "thread", "task"], ignore_index=True)[
+            columns
+        ]
 
     def _cmd_reset(self, args: argparse.Namespace) -> None:
         with _LOCK:
