@@ -9,9 +9,11 @@ Its target then goes through the **handover invariant**: a task is listed as act
 and for a new owner only once no other live member holds it (its status lists it, or the last assignment gave
 it to a member that has not applied that assignment yet). A task moving from X to Y is listed for nobody and
 noted *in transit* to Y; X commits and releases it (its next status lacks it), and the next round gives it
-to Y. Members that left the group hold nothing: their tasks go at once. The leader recomputes whenever a
-status changes what members hold, apply or generation, and every ``RECOMPUTE_S`` (warm-ups catching up);
-it publishes only a plan that differs from the one in force.
+to Y. Members that left the group hold nothing: their tasks go at once. The target is computed once per
+membership (generation and the members with statuses) and again every ``RECOMPUTE_S`` once nothing is in
+transit (lags change: warm-ups become actives); the rounds in between, run when a status changes what a
+member holds or applied, only complete the handovers, so that a round amid them moves nothing else. The
+leader publishes only a plan that differs from the one in force.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ log = logging.getLogger("kstream_nb.assignment")
 
 #: how long a new generation's leader waits for every member's status of that generation
 STATUS_WAIT_S = 10.0
-#: a round at least this often while leading (lags change: warm-ups become actives)
+#: the target is recomputed this often while nothing is in transit (lags change: warm-ups become actives)
 RECOMPUTE_S = 5.0
 
 
@@ -49,6 +51,11 @@ class AssignmentLeader:
         self._since = 0.0
         self._fingerprint: Any = None
         self._computed_at = 0.0
+        #: the assignor's target (member -> its assignment's userdata) and the membership it was computed for:
+        #: kept while handovers complete, so that a round in the middle of them moves nothing else
+        self._target: dict[str, Any] = {}
+        self._target_for: Any = None
+        self._targeted_at = 0.0
 
     def lead(self, member_id: str, generation: int) -> None:
         """One step of the leader's duties (called from the leading thread's loop; never blocks long)."""
@@ -68,7 +75,14 @@ class AssignmentLeader:
         self._fingerprint, self._computed_at = fingerprint, now
         if not live:
             return
-        target = self.compute(member_id, generation, live, self.control.assignment)
+        previous = self.control.assignment
+        settled = previous is None or not previous.in_transit
+        if self._target_for != (generation, frozenset(live)) or (
+            settled and now - self._targeted_at >= RECOMPUTE_S
+        ):
+            self._target = self.target(live, previous)
+            self._target_for, self._targeted_at = (generation, frozenset(live)), now
+        target = self.handover(member_id, generation, live, previous)
         if target.same_plan(self.control.assignment):
             return
         if self._writer is None:
@@ -77,10 +91,8 @@ class AssignmentLeader:
         log.info("assignment epoch %d (generation %d): %s; in transit %s", target.epoch, generation,
                  {m: sorted(a["active"]) for m, a in target.members.items()}, dict(target.in_transit))  # fmt: skip
 
-    def compute(
-        self, leader: str, generation: int, live: Mapping[str, MemberStatus], previous: TaskAssignment | None
-    ) -> TaskAssignment:
-        """The next assignment: the assignor's target, with moved tasks held back until released."""
+    def target(self, live: Mapping[str, MemberStatus], previous: TaskAssignment | None) -> dict[str, Any]:
+        """Member -> what the assignor gives it (``StreamsPartitionAssignor.assign`` over the statuses)."""
         topics = self.assignor.source_topics()
         in_transit = dict(previous.in_transit) if previous is not None else {}
         subscriptions = {
@@ -101,6 +113,12 @@ class AssignmentLeader:
         }
         counts = {t: n for t in topics if (n := self.admin.partition_count(t)) is not None}
         result = self.assignor.assign(counts, subscriptions)
+        return {m: assignment.userdata or {} for m, assignment in result.items()}
+
+    def handover(
+        self, leader: str, generation: int, live: Mapping[str, MemberStatus], previous: TaskAssignment | None
+    ) -> TaskAssignment:
+        """The next assignment: the target, with each moved task listed for nobody until its holder released it."""
         holders: dict[str, set[str]] = {}
         for m, s in live.items():
             given = previous.active_of(m) if previous is not None and s.applied_epoch < previous.epoch else {}
@@ -109,8 +127,7 @@ class AssignmentLeader:
         members: dict[str, dict[str, Any]] = {}
         moving: dict[str, str] = {}
         view: dict[str, Any] = {}
-        for m, assignment in sorted(result.items()):
-            data = assignment.userdata or {}
+        for m, data in sorted(self._target.items()):
             view = data
             active = {}
             for task_id, tps in sorted(data.get("active", {}).items()):

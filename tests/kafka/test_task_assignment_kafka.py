@@ -124,10 +124,15 @@ def test_sticky_join_and_clean_leave(start_instances, names, kafka_bootstrap):
     final = holders([a, b])
     moved_back = {t for t in expected if final[t] != after[t]}
     assert moved_back == {t for t, pid in after.items() if pid == c.process_id}  # only C's tasks moved
-    counted = {}
-    for app in (a, b):
-        counted.update(dict(app.store("counts").all()))
-    assert counted == dict(Counter(w for s in sentences for w in s.split()))
+
+    def counted() -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for app in (a, b):
+            merged.update(dict(app.store("counts").all()))
+        return merged
+
+    expected_counts = dict(Counter(w for s in sentences for w in s.split()))
+    wait_for(lambda: counted() == expected_counts, 60, "the counts to equal a recount of the input")
 
 
 class Feeder(threading.Thread):
