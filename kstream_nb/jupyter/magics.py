@@ -536,7 +536,15 @@ class KStreamMagics(Magics):
             for task, (inst, thread) in owners.items()
         ]
         rows += [  # standby and warm-up copies, with the lag their holder had at the last assignment
-            {"instance": inst, "thread": thread, "task": task, "role": role, "partitions": [], "lag": lag}
+            {
+                "instance": inst,
+                "thread": thread,
+                "task": task,
+                "role": role,
+                "partitions": [],
+                "lag": lag,
+                "moved_from": None,
+            }
             for (inst, thread), copies in view.replicas.items()
             for task, role, lag in copies
         ]
