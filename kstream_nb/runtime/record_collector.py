@@ -88,6 +88,10 @@ class ProducerCollector:
             pending = self._pending[topic] = []
         pending.append((key, value, timestamp, headers, partition))
 
+    def pending(self) -> bool:
+        """Whether records wait for the next ``flush`` (with ``hold``: the open transaction's)."""
+        return bool(self._pending)
+
     def abort(self) -> None:
         """Drops the buffered records (an exactly-once transaction that did not commit)."""
         self._pending = {}

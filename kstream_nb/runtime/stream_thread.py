@@ -489,6 +489,8 @@ class StreamThread(threading.Thread):
         without the offsets that produced them, whatever becomes of a transactional call that timed out while
         the broker was away (see docs/tooling.md on records handed over as they are produced)."""
         if self.transaction is not TransactionState.COMMITTING:  # a retried commit only commits again
+            if not offsets and self.handover is not None and self.collector.pending():
+                offsets = self.handover.fencing_offsets()  # (a transaction without offsets is not fenced)
             if offsets:
                 self.producer.send_offsets_to_transaction(offsets, self.consumer, metadata, COMMIT_TIMEOUT_S)
             self.collector.flush()  # (begins the transaction at the first record when no offsets did)

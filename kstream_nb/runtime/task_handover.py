@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from kstream_nb.cluster.base import Assignment, Consumer
 from kstream_nb.cluster.kafka_fetch_consumer import KafkaFetchConsumer
+from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import IllegalStateError
 from kstream_nb.runtime.assignment_leader import AssignmentLeader
 from kstream_nb.runtime.commit import TransactionState
@@ -146,6 +147,15 @@ class TaskHandover:
             )
         )
         self._status_at = time.monotonic()
+
+    def fencing_offsets(self) -> dict[TopicPartition, int]:
+        """One held partition's committed offset, sent again with a transaction that consumed nothing (records of
+        punctuations only): librdkafka sends no TxnOffsetCommit without offsets, and only that request checks the
+        member's generation, so a zombie's transaction would otherwise commit."""
+        for task in self.thread.tasks.values():
+            for tp, offset in task.consumed.items():  # (nothing to commit: consumed = committed)
+                return {tp: offset}
+        return {}
 
     def tasks_lost(self, reason: str) -> None:
         """Closes every task dirty (nothing committed; an open transaction aborted) and stops fetching."""
