@@ -76,43 +76,67 @@ export function displayRate(
   return Math.max(0, (app.processed - previous.processed) / (now - previous.time));
 }
 
+export type AssignmentRole = 'active' | 'standby' | 'warmup';
+
 export interface IAssignmentRow {
   instance: string;
   thread: string;
   task: string;
+  role: AssignmentRole;
   partitions: string[];
   local: boolean;
+  /** changelog records the holder lacked at the last assignment (0: it ran the task); null when unknown */
+  stateLag: number | null;
+  /** the instance the task's active moved from in the last assignment (active rows), else null */
+  movedFrom: string | null;
 }
 
+const ROLE_ORDER: { [role in AssignmentRole]: number } = { active: 0, standby: 1, warmup: 2 };
+
 /**
- * Rows of the task/partition table: this instance's tasks (with partitions) from `assignment`, and
- * tasks of other instances of the application (known from `group_assignment`, partitions unknown).
+ * Rows of the task/partition table: this instance's tasks (with partitions) from `assignment`, tasks of
+ * other instances of the application (from `group_assignment`, partitions unknown), and the standby and
+ * warm-up copies each instance holds (thread not reported), each with its lag.
  */
 export function assignmentRows(detail: Pick<IAppDetail, 'assignment' | 'group_assignment'>): IAssignmentRow[] {
   const rows: IAssignmentRow[] = [];
   const seen = new Set<string>();
   const group = detail.group_assignment || {};
+  const active = (task: string, instance: string, thread: string, partitions: string[], local: boolean) => {
+    const info = group[task];
+    rows.push({
+      instance,
+      thread,
+      task,
+      role: 'active',
+      partitions,
+      local,
+      stateLag: info?.lags?.[instance] ?? null,
+      movedFrom: info?.moved?.from ?? null
+    });
+  };
   for (const [thread, tasks] of Object.entries(detail.assignment || {})) {
     for (const [task, partitions] of Object.entries(tasks)) {
       seen.add(task);
-      rows.push({
-        instance: group[task]?.instance ?? '(this kernel)',
-        thread,
-        task,
-        partitions: [...partitions].sort(comparePartitions),
-        local: true
-      });
+      active(task, group[task]?.instance ?? '(this kernel)', thread, [...partitions].sort(comparePartitions), true);
     }
   }
   for (const [task, owner] of Object.entries(group)) {
     if (!seen.has(task)) {
-      rows.push({ instance: owner.instance, thread: owner.thread, task, partitions: [], local: false });
+      active(task, owner.instance, owner.thread, [], false);
+    }
+    for (const role of ['standby', 'warmup'] as const) {
+      for (const instance of owner[role] || []) {
+        const stateLag = owner.lags?.[instance] ?? null;
+        rows.push({ instance, thread: '', task, role, partitions: [], local: false, stateLag, movedFrom: null });
+      }
     }
   }
   return rows.sort(
     (a, b) =>
       Number(b.local) - Number(a.local) ||
       a.instance.localeCompare(b.instance) ||
+      ROLE_ORDER[a.role] - ROLE_ORDER[b.role] ||
       a.thread.localeCompare(b.thread, undefined, { numeric: true }) ||
       compareTasks(a.task, b.task)
   );

@@ -54,11 +54,26 @@ export interface ITopologyDict {
   changelog_stores?: string[];
 }
 
+/**
+ * One task of `KafkaStreams.group_assignment()`: its active thread and instance, the instances holding
+ * standby and warm-up copies, each holder's lag (changelog records it lacked at the last assignment; null
+ * when unknown) and, when the last assignment changed its active instance, the move.
+ */
+export interface IGroupTask {
+  thread: string;
+  instance: string;
+  standby?: string[];
+  warmup?: string[];
+  partitions?: string[];
+  lags?: { [instance: string]: number | null };
+  moved?: { from: string; to: string } | null;
+}
+
 export interface IAppDetail {
   app: IAppSummary;
   topology: ITopologyDict;
   assignment: { [thread: string]: { [task: string]: string[] } };
-  group_assignment: { [task: string]: { thread: string; instance: string } };
+  group_assignment: { [task: string]: IGroupTask };
   lag: { [partition: string]: number };
   metrics: { [name: string]: unknown };
 }

@@ -132,13 +132,18 @@ export class AppDetailView extends PollingView {
       this._assignment,
       rows.length
         ? table(
-            ['instance', 'thread', 'task', 'partitions', 'lag'],
+            ['instance', 'thread', 'task', 'role', 'partitions', 'lag', 'state lag', 'moved'],
             rows.map(r => [
               r.instance,
               r.thread,
-              r.task,
-              r.local ? r.partitions.join(', ') : '(another instance)',
-              r.local ? formatCount(r.partitions.reduce((s, p) => s + (reply.lag[p] || 0), 0)) : ''
+              r.movedFrom === null
+                ? r.task
+                : el('span', { class: 'kstream-moved', title: `moved from ${r.movedFrom} to ${r.instance}` }, r.task),
+              r.role,
+              r.role !== 'active' ? '' : r.local ? r.partitions.join(', ') : '(another instance)',
+              r.local ? formatCount(r.partitions.reduce((s, p) => s + (reply.lag[p] || 0), 0)) : '',
+              r.stateLag === null ? '' : formatCount(r.stateLag),
+              r.movedFrom === null ? '' : `from ${r.movedFrom}`
             ]),
             'kstream-assignment-table'
           )

@@ -117,7 +117,50 @@ describe('assignment rows', () => {
 
   it('works before the first rebalance (no group view)', () => {
     const rows = assignmentRows({ assignment: { t1: { '0_0': ['a-0'] } }, group_assignment: {} });
-    expect(rows).toEqual([{ instance: '(this kernel)', thread: 't1', task: '0_0', partitions: ['a-0'], local: true }]);
+    expect(rows).toEqual([
+      {
+        instance: '(this kernel)',
+        thread: 't1',
+        task: '0_0',
+        role: 'active',
+        partitions: ['a-0'],
+        local: true,
+        stateLag: null,
+        movedFrom: null
+      }
+    ]);
+  });
+
+  it('lists standby and warm-up copies with their lag, and the move of the last assignment', () => {
+    // as KafkaStreams.group_assignment() sends it: bbb took 0_1 from aaa; aaa keeps a standby of 0_1
+    // (40 changelog records behind) and warms up 0_0 (a fresh copy: the whole changelog, 120 records)
+    const rows = assignmentRows({
+      assignment: { 'wc-StreamThread-1': { '0_0': ['words-0'] } },
+      group_assignment: {
+        '0_0': {
+          thread: 'wc-StreamThread-1',
+          instance: 'bbb',
+          standby: [],
+          warmup: ['aaa'],
+          lags: { bbb: 0, aaa: 120 },
+          moved: null
+        },
+        '0_1': {
+          thread: 'wc-StreamThread-1',
+          instance: 'ccc',
+          standby: ['aaa'],
+          warmup: [],
+          lags: { ccc: 7, aaa: 40 },
+          moved: { from: 'aaa', to: 'ccc' }
+        }
+      }
+    });
+    expect(rows.map(r => [r.instance, r.task, r.role, r.stateLag, r.movedFrom])).toEqual([
+      ['bbb', '0_0', 'active', 0, null],
+      ['aaa', '0_1', 'standby', 40, null],
+      ['aaa', '0_0', 'warmup', 120, null],
+      ['ccc', '0_1', 'active', 7, 'aaa']
+    ]);
   });
 
   it('compares task ids numerically', () => {
