@@ -114,3 +114,28 @@ def test_a_restarted_instance_warms_up_by_the_delta_and_the_move_of_its_leave_is
     frame = shell.run_line_magic("kstream", "assignment wu")
     warm = frame[frame["role"] == "warmup"]
     assert list(zip(warm["instance"], warm["task"], warm["lag"], strict=True)) == [(b, old, now - at_stop)]
+
+
+def test_a_joining_instance_takes_only_its_share_and_the_moves_say_so(make_app: Any, url: str) -> None:
+    """A runs the 4 tasks of a count; B and then C join (one thread each): 4 tasks over 3 instances are 2 + 1 + 1,
+    so C's join moves exactly one task, from the instance that had 2 of them to C; ``moved`` names that
+    move and nothing else."""
+    ks.produce("words", [(f"k{i}", 1) for i in range(40)], bootstrap_servers=url, partitions=4)
+    apps = [make_app(counts(), "sticky") for _ in range(3)]
+    apps[0].start().wait_until_running()
+
+    def owners() -> dict[str, str]:
+        return {t: e["instance"] for t, e in apps[0].group_assignment().items()}
+
+    apps[1].start()
+    wait_for(lambda: len(set(owners().values())) == 2, what="A and B run tasks")
+    before = owners()
+    apps[2].start()
+    c = apps[2].process_id
+    wait_for(lambda: c in owners().values(), what="C runs a task")
+    after = owners()
+    (task,) = [t for t in after if after[t] != before[t]]
+    assert after[task] == c and Counter(after.values()) == Counter({before[task]: 1, c: 1} | {
+        p: 2 for p in set(before.values()) - {before[task]}})  # fmt: skip
+    moves = {t: e["moved"] for t, e in apps[0].group_assignment().items() if e["moved"]}
+    assert moves == {task: {"from": before[task], "to": c}}
