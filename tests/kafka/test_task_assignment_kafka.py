@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
@@ -38,6 +39,12 @@ def word_count(source: str, sink: str | None = None) -> ks.Topology:
     if sink is not None:
         counts.to_stream().to(sink)
     return b.build()
+
+
+def describe_members(bootstrap: str, group: str) -> list[str]:
+    """The member ids the broker lists in ``group`` now (DescribeConsumerGroups)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return [m.member_id for m in admin.describe_consumer_groups([group])[group].result(10).members or []]
 
 
 def tasks(app: ks.KafkaStreams) -> set[str]:
@@ -101,6 +108,32 @@ def test_three_instances_balance_two_subtopologies(start_instances, names, kafka
     wait_for(lambda: {t: i["instance"] for t, i in apps[0].group_assignment().items()} == holders(apps), 30,
              "the group view to match")  # fmt: skip
     assert set(view) == expected
+    # each thread's generation and member id come from its group consumer's metadata bytes: the broker's ids
+    parsed = {th.consumer.member.metadata().member_id for app in apps for th in app.threads}
+    assert parsed == set(describe_members(kafka_bootstrap, app_id))
+
+
+def test_an_instance_with_two_threads_gets_twice_the_tasks(start_instances, names, kafka_bootstrap):
+    source = names("sentences")
+    ks.produce(source, [f"a{i} b{i % 7}" for i in range(80)], bootstrap_servers=kafka_bootstrap, partitions=6)
+    app_id = names("threads")
+    one = start_instances(word_count(source), app_id, "one")
+    two = start_instances(word_count(source), app_id, "two", num_stream_threads=2)
+    expected = all_tasks(6)
+
+    def settled() -> bool:
+        threads = [th for app in (one, two) for th in app.threads]
+        held = [set(th.tasks) for th in threads]
+        # 12 tasks over 3 threads: 4 each, 2 of each sub-topology (6 / 3)
+        return (
+            set().union(*held) == expected
+            and all(len(h) == 4 and sum(t.startswith("0_") for t in h) == 2 for h in held)
+            and one.state is ks.State.RUNNING
+            and two.state is ks.State.RUNNING
+        )
+
+    wait_for(settled, 120, "4 tasks per thread, 2 per sub-topology")
+    assert (len(tasks(one)), len(tasks(two))) == (4, 8)
 
 
 def test_sticky_join_and_clean_leave(start_instances, names, kafka_bootstrap):
@@ -264,6 +297,11 @@ class Instance:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
 
+def group_size(bootstrap: str, group: str) -> int:
+    """How many members the broker lists in ``group`` now."""
+    return len(describe_members(bootstrap, group))
+
+
 def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_bootstrap, tmp_path):
     rng = random.Random(2511)
     source, sink, app_id = names("sentences"), names("counts"), names("eos-leader")
@@ -284,7 +322,7 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
     try:
         for inst in instances[:2]:
             inst.start()
-        events = ["join", "kill", "leave", "join", "kill", "join", "leave", "join"]
+        events = ["join", "kill", "leave", "join", "pause", "kill", "join", "leave", "join"]
         log = []
         for event in events:
             feed(rng.randrange(200, 600))
@@ -292,13 +330,21 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
             stopped = [i for i in instances if not i.running]
             target = rng.choice(stopped if event == "join" else running)
             log.append(f"{event} {target.log.stem}")
+            before = len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))
             if event == "join":
                 target.start()
+            elif event == "pause":  # a zombie: evicted (session timeout) while stopped, then it goes on
+                assert target.process is not None
+                target.process.send_signal(signal.SIGSTOP)
+                left = len(running) - 1
+                wait_for(lambda n=left: group_size(kafka_bootstrap, app_id) == n, 60,
+                         "the stopped instance to be evicted")  # fmt: skip
+                feed(200)
+                target.process.send_signal(signal.SIGCONT)
             else:
                 target.stop(signal.SIGKILL if event == "kill" else signal.SIGTERM)
-            # the next event once some records were counted since this one (the rebalance runs meanwhile)
-            before = len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap))
-            wait_for(lambda b=before: len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)) > b, 120,
+            # the next event once more records were counted (the rebalance and handovers run meanwhile)
+            wait_for(lambda b=before: len(ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)) > b + 100, 120,
                      f"output after {log[-1]}")  # fmt: skip
         feed(300)
         expected = dict(Counter(w for s in sent for w in s.split()))
