@@ -56,14 +56,26 @@ class AssignmentLeader:
         self._target: dict[str, Any] = {}
         self._target_for: Any = None
         self._targeted_at = 0.0
+        self._end: int | None = None
+        self._published: TaskAssignment | None = None
 
     def lead(self, member_id: str, generation: int) -> None:
         """One step of the leader's duties (called from the leading thread's loop; never blocks long)."""
         now = time.monotonic()
         if generation != self._generation:
+            if self._writer is None:  # fences a previous leader, whose open transaction is aborted
+                self._writer = LeaderWriter(self.cluster, self.assignor.application_id, self.control.client_config)
             self._generation, self._since, self._fingerprint = generation, now, None
             self._members = set(self.admin.group_members(self.assignor.application_id))
+            self._end = self.control.end_offset()
             log.info("leading generation %d of %d member(s)", generation, len(self._members))
+        if self._end is not None:  # the log read to its end first: the next epoch follows the last one
+            if not self.control.read_up_to(self._end):
+                return
+            self._end = None
+        previous = self.control.assignment
+        if self._published is not None and (previous is None or previous.epoch < self._published.epoch):
+            return  # (this leader's last record is not read back yet)
         statuses = {m: s for m, s in self.control.statuses.items() if m in self._members}
         current = {m for m, s in statuses.items() if s.generation >= generation}
         if current != self._members and now - self._since < STATUS_WAIT_S:
@@ -75,7 +87,6 @@ class AssignmentLeader:
         self._fingerprint, self._computed_at = fingerprint, now
         if not live:
             return
-        previous = self.control.assignment
         settled = previous is None or not previous.in_transit
         if self._target_for != (generation, frozenset(live)) or (
             settled and now - self._targeted_at >= RECOMPUTE_S
@@ -83,11 +94,12 @@ class AssignmentLeader:
             self._target = self.target(live, previous)
             self._target_for, self._targeted_at = (generation, frozenset(live)), now
         target = self.handover(member_id, generation, live, previous)
-        if target.same_plan(self.control.assignment):
+        if target.same_plan(previous):
             return
         if self._writer is None:
             self._writer = LeaderWriter(self.cluster, self.assignor.application_id, self.control.client_config)
         self._writer.publish(target)
+        self._published = target
         log.info("assignment epoch %d (generation %d): %s; in transit %s", target.epoch, generation,
                  {m: sorted(a["active"]) for m, a in target.members.items()}, dict(target.in_transit))  # fmt: skip
 
@@ -149,6 +161,8 @@ class AssignmentLeader:
         )
 
     def close(self) -> None:
+        """Drops the transactional producer (fenced, or no longer leading); the next round starts afresh."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self._generation, self._published = -1, None

@@ -117,7 +117,8 @@ class ControlTopic:
             None,
             {**client_config, "client.id": client, "isolation.level": "read_committed", "fetch.wait.max.ms": 10},
         )
-        tp = TopicPartition(self.topic, 0)
+        tp = self._tp = TopicPartition(self.topic, 0)
+        self._admin = admin
         self._reader.assign([tp])
         self._reader.seek(tp, admin.beginning_offsets([tp])[tp])
         self._lock = threading.RLock()
@@ -127,6 +128,8 @@ class ControlTopic:
         self.assignment: TaskAssignment | None = None
         #: bumped by every record applied (the leader recomputes when it changed)
         self.version = 0
+        #: bumped by every assignment record taken (a member applies each new one)
+        self.assignments_read = 0
         #: this instance's interactive-query endpoint, in its threads' statuses
         self.endpoint: str | None = None
 
@@ -151,12 +154,24 @@ class ControlTopic:
                 current = self.assignment
                 if current is None or record.generation >= current.generation:
                     self.assignment = record
+                    self.assignments_read += 1
                 else:
                     log.warning("%s: assignment epoch %d of generation %d ignored (generation %d seen)",
                                 self.topic, record.epoch, record.generation, current.generation)  # fmt: skip
         except (orjson.JSONDecodeError, TypeError, KeyError) as e:
             raise StreamsError(f"bad record {name!r} in control topic {self.topic}-0: {e}") from e
         self.version += 1
+
+    def end_offset(self) -> int:
+        """The control partition's end offset now (what a new leader reads up to before its first round)."""
+        return self._admin.end_offsets([self._tp])[self._tp]
+
+    def read_up_to(self, offset: int) -> bool:
+        """Whether everything before ``offset`` has been read (committed records; aborted ones skipped)."""
+        self.refresh()
+        fetched = getattr(self._reader, "fetched_position", None)  # (a KafkaConsumer's: no request)
+        position = fetched(self._tp) if fetched is not None else None
+        return position is not None and position >= offset
 
     def publish_status(self, status: MemberStatus) -> None:
         self._producer.send(self.topic, f"member/{status.member_id}".encode(), orjson.dumps(asdict(status)))

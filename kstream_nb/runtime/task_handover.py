@@ -52,6 +52,7 @@ class TaskHandover:
         self.member = consumer.member
         self.leader = AssignmentLeader(thread.cluster, thread.admin, thread.assignor, control)
         self.applied_epoch = 0
+        self._applied_read = 0  # which assignment record of the control topic was applied last
         self._joins_seen = 0
         self._status_at = 0.0
         self._published_as: str | None = None
@@ -89,7 +90,7 @@ class TaskHandover:
 
     def _apply(self) -> None:
         assignment = self.control.assignment
-        if assignment is None or assignment.epoch == self.applied_epoch or not self.may_commit():
+        if assignment is None or self.control.assignments_read == self._applied_read or not self.may_commit():
             return
         me = self.member.metadata().member_id
         target = assignment.active_of(me)
@@ -103,12 +104,14 @@ class TaskHandover:
             if not done or self.member.lost:
                 return  # tried again at the next iteration (or the tasks are lost)
             manager.release(release)
-        self.thread._set_state(ThreadState.PARTITIONS_ASSIGNED)
         take = {tid: tps for tid, tps in target.items() if tid not in manager.tasks}
+        changing = bool(release or take) or self.thread.state is not ThreadState.RUNNING
+        if changing:
+            self.thread._set_state(ThreadState.PARTITIONS_ASSIGNED)
         warm = manager.update_standbys(assignment.standby_of(me), set(target))
         manager.assign(take, warm)
         self.consumer.assign({tp for task in manager.tasks.values() for tp in task.queues})
-        self.applied_epoch = assignment.epoch
+        self.applied_epoch, self._applied_read = assignment.epoch, self.control.assignments_read
         self.thread.group_view = {tid: tuple(entry) for tid, entry in assignment.group.items()}
         self.thread.assignor.on_assignment(
             Assignment(
@@ -121,7 +124,8 @@ class TaskHandover:
                      self.thread.name, assignment.epoch, sorted(release), sorted(take), sorted(manager.tasks),
                      sorted(manager.standbys))  # fmt: skip
         self.publish_status()
-        self.thread._set_state(ThreadState.RUNNING)
+        if changing:
+            self.thread._set_state(ThreadState.RUNNING)
 
     def publish_status(self) -> None:
         meta = self.member.metadata()
@@ -171,7 +175,9 @@ class TaskHandover:
         thread.task_manager.close_tasks(clean=False)
         self.consumer.assign([])
         self.member.lost = False
-        self.applied_epoch = 0  # the assignment in force is applied again, for the member id now held
+        self.applied_epoch = self._applied_read = (
+            0  # the assignment in force is applied again (member id now held)
+        )
         self.publish_status()
 
     def close(self) -> None:
