@@ -166,11 +166,19 @@ class TaskHandover:
         thread = self.thread
         log.warning("%s: tasks %s lost (%s); they run elsewhere now", thread.name, sorted(thread.tasks), reason)
         if thread.commit.transactional:
+            thread.collector.abort()
             try:
-                thread.collector.abort()
                 thread.producer.abort_transaction()
             except Exception as e:
-                log.warning("%s: aborting the transaction of the lost tasks: %s", thread.name, e)
+                # (say a commit_transaction that timed out is still in progress): a new producer with the same
+                # transactional id takes over; its init_transactions ends whatever the old one left open
+                log.warning("%s: aborting the lost tasks' transaction failed (%s); a new producer takes over",
+                            thread.name, e)  # fmt: skip
+                try:
+                    thread.producer.close(0)
+                except Exception:
+                    log.debug("closing the producer of %s failed", thread.name, exc_info=True)
+                thread.replace_producer()
             thread.transaction = TransactionState.IDLE
         thread.task_manager.close_tasks(clean=False)
         self.consumer.assign([])
