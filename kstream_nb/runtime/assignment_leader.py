@@ -158,6 +158,8 @@ class AssignmentLeader:
             group={tid: list(entry) for tid, entry in view.get("all", {}).items()},
             endpoints=dict(view.get("endpoints", {})),
             warmups=dict(view.get("warmups", {})),
+            lags=dict(view.get("lags", {})),
+            moved=dict(view.get("moved", {})),
         )
 
     def close(self) -> None:

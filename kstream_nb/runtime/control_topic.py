@@ -82,6 +82,9 @@ class TaskAssignment:
     group: Mapping[str, Any] = field(default_factory=dict)
     endpoints: Mapping[str, Any] = field(default_factory=dict)
     warmups: Mapping[str, Any] = field(default_factory=dict)
+    #: per stateful task, each holder's lag at the round that computed the target; task -> {"from", "to"}
+    lags: Mapping[str, Any] = field(default_factory=dict)
+    moved: Mapping[str, Any] = field(default_factory=dict)
 
     def active_of(self, member_id: str) -> dict[str, list[TopicPartition]]:
         """Task id -> partitions of ``member_id``'s active tasks."""

@@ -113,11 +113,9 @@ class TaskHandover:
         self.consumer.assign({tp for task in manager.tasks.values() for tp in task.queues})
         self.applied_epoch, self._applied_read = assignment.epoch, self.control.assignments_read
         self.thread.group_view = {tid: tuple(entry) for tid, entry in assignment.group.items()}
+        view = ("all", "endpoints", "warmups", "lags", "moved")
         self.thread.assignor.on_assignment(
-            Assignment(
-                frozenset(),
-                {"all": assignment.group, "endpoints": assignment.endpoints, "warmups": assignment.warmups},
-            )
+            Assignment(frozenset(), {k: getattr(assignment, "group" if k == "all" else k) for k in view})
         )
         if release or take:
             log.info("%s applied assignment epoch %d: released %s, took %s; active %s, standby %s",

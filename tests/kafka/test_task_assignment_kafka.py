@@ -151,6 +151,9 @@ def test_sticky_join_and_clean_leave(start_instances, names, kafka_bootstrap):
     after = holders([a, b, c])
     moved = {t for t in expected if before[t] != after[t]}
     assert moved == tasks(c)  # exactly C's share moved, nothing between A and B
+    moves = {t: {"from": before[t], "to": c.process_id} for t in moved}
+    wait_for(lambda: {t: i["moved"] for t, i in a.group_assignment().items() if i["moved"]} == moves, 30,
+             "group_assignment() to name the moves")  # fmt: skip
 
     assert c.stop(30) is True
     wait_for(lambda: balanced([a, b], expected), 120, "A and B balanced again")
