@@ -1,4 +1,14 @@
-"""How stream tasks are assigned to the members of a Kafka group: each member derives its own tasks.
+"""How stream tasks are assigned to the members of a Kafka group. Two ways, by ``kafka_task_assignment``:
+
+- ``"leader"``: the classic group gives membership, generations and commit fencing only; each stream thread
+  has a group member that fetches nothing (``kafka_group_member.py``) and a fetch consumer for its tasks'
+  partitions (``kafka_fetch_consumer.py``); the member that got the control topic's partition assigns the
+  tasks with kstream_nb's own assignor and publishes them on ``<application_id>-assignment``, moving a task
+  only once its old owner committed and released it (``runtime/control_topic.py``,
+  ``runtime/assignment_leader.py``, ``runtime/task_handover.py``). Balanced over threads and sub-topologies,
+  sticky, lag-aware; unmoved tasks keep running through a rebalance; topics of one sub-topology may have
+  different partition counts.
+- ``"range"`` (the default for now), described below: each member derives its own tasks.
 
 On the embedded cluster the group leader runs our own ``GroupAssignor`` (``StreamsPartitionAssignor``:
 tasks from the topology, balanced and sticky over all stream threads of all instances). librdkafka
