@@ -115,7 +115,7 @@ class KafkaFetchConsumer(KafkaConsumer):
         try:
             super().close(timeout)
         finally:
-            self.member.close()
+            self.member.close(30.0 if timeout is None else timeout)
 
 
 def fetch_consumer(cluster: Cluster, group_id: str, config: Mapping[str, Any]) -> KafkaFetchConsumer:

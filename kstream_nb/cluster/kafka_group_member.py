@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ TASK_MIGRATED_ERRORS = frozenset(
 )
 
 _CGMD_MAGIC = b"CGMDv2:"
+#: how long a commit waits for the coordinator's answer before the thread counts the broker away
+COMMIT_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class KafkaGroupMember:
             }
         )
         conf.setdefault("error_cb", lambda err: log.debug("%s: %s", self, err.str()))
+        conf["on_commit"] = self._on_commit
+        self._answers: list[tuple[KafkaError | None, list[CKTopicPartition]]] = []
         self._consumer = CKConsumer(conf)
         self._control: TopicPartition | None = None
         #: between on_revoke and on_assign: nothing is committed (the outcome would be arbitrary)
@@ -116,9 +122,10 @@ class KafkaGroupMember:
         self.lost = True
         self._on_revoke(consumer, partitions)
 
-    def poll(self) -> None:
-        """Serves the group (callbacks, heartbeats' outcome); an eviction for not polling marks the tasks lost."""
-        for msg in self._consumer.consume(100, 0):
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serves the group (callbacks, heartbeats' outcome, commit answers) for up to ``timeout`` s; an eviction
+        for not polling marks the tasks lost."""
+        for msg in self._consumer.consume(100, timeout):
             err = msg.error()
             if err is None:
                 continue
@@ -137,17 +144,44 @@ class KafkaGroupMember:
         """The bytes for ``send_offsets_to_transaction``."""
         return self._consumer.consumer_group_metadata()
 
-    def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None) -> bool:
-        """Commits synchronously; False (and ``lost`` set) when the group says the member no longer owns them."""
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        metadata: Mapping[TopicPartition, str] | None,
+        timeout: float = COMMIT_WAIT_S,
+    ) -> bool:
+        """Commits and waits up to ``timeout`` for the answer, serving the group meanwhile (librdkafka's
+        synchronous commit cannot be bounded: it would hold the thread while the coordinator is away). False
+        (and ``lost`` set) when the group says the member no longer owns the offsets; ``BrokerUnavailableError``
+        without an answer in time."""
         if not offsets:
             return True
         checked = [with_metadata(tp, off, metadata) for tp, off in offsets.items()]
+        key = sorted((p.topic, p.partition, p.offset) for p in checked)
         try:
-            result = self._consumer.commit(offsets=checked, asynchronous=False)
-            errors: list[Any] = [p.error for p in result or () if p.error is not None]
+            self._consumer.commit(offsets=checked, asynchronous=True)
         except KafkaException as e:
-            errors = [kafka_error(e) or e]
+            return self._check([kafka_error(e) or e], offsets)
+        deadline = time.monotonic() + timeout
+        while True:
+            for err, partitions in self._answers:  # (an earlier commit's late answer is not this one's)
+                if sorted((p.topic, p.partition, p.offset) for p in partitions) == key:
+                    self._answers.clear()
+                    return self._check([err, *(p.error for p in partitions)], offsets)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BrokerUnavailableError(
+                    f"{self}: no answer to the commit of {dict(offsets)} within {timeout}s"
+                )
+            self.poll(min(left, 0.05))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[CKTopicPartition]) -> None:
+        self._answers.append((err, partitions))
+
+    def _check(self, errors: list[Any], offsets: Mapping[TopicPartition, int]) -> bool:
         for err in errors:
+            if err is None:
+                continue
             code = err.code() if isinstance(err, KafkaError) else None
             if code in TASK_MIGRATED_ERRORS:
                 log.warning("%s: commit refused (%s): the tasks are lost", self, err)
@@ -159,11 +193,17 @@ class KafkaGroupMember:
             raise StreamsError(f"cannot commit offsets {dict(offsets)} of group {self.group_id!r}: {err}")
         return True
 
-    def close(self) -> None:
-        """Leaves the group (a rebalance without this member follows at once)."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Leaves the group (a rebalance without this member follows at once); with the coordinator away the
+        close goes on in the background after ``timeout`` (the group evicts the member after its session)."""
         if self._closed:
             return
         self._closed = True
+        closing = threading.Thread(target=self._close, name=f"{self}-close", daemon=True)
+        closing.start()
+        closing.join(timeout)
+
+    def _close(self) -> None:
         try:
             self._consumer.close()
         except Exception:
