@@ -94,7 +94,7 @@ class AssignmentLeader:
             self._target = self.target(live, previous)
             self._target_for, self._targeted_at = (generation, frozenset(live)), now
         target = self.handover(member_id, generation, live, previous)
-        if target.same_plan(previous):
+        if target.same_plan(previous) and previous is not None and previous.generation == generation:
             return
         if self._writer is None:
             self._writer = LeaderWriter(self.cluster, self.assignor.application_id, self.control.client_config)

@@ -92,7 +92,10 @@ class TaskHandover:
         assignment = self.control.assignment
         if assignment is None or self.control.assignments_read == self._applied_read or not self.may_commit():
             return
-        me = self.member.metadata().member_id
+        meta = self.member.metadata()
+        if assignment.generation < meta.generation:
+            return  # computed before this member's generation formed: the leader's next one counts
+        me = meta.member_id
         target = assignment.active_of(me)
         manager = self.thread.task_manager
         release = set(manager.tasks) - set(target)
