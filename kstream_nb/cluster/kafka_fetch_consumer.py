@@ -10,6 +10,7 @@ fetching of the others, and a group rebalance does not touch it at all.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -112,10 +113,18 @@ class KafkaFetchConsumer(KafkaConsumer):
         """Nothing to do: the assignment leader recomputes without a group rebalance."""
 
     def close(self, timeout: float | None = None) -> None:
+        """Closes both consumers; with the broker away each close goes on in the background after ``timeout``."""
+        if self._closed:
+            return
+        wait = 30.0 if timeout is None else timeout
+        self._closed = True
+        self._assigned, self._positions = set(), {}
         try:
-            super().close(timeout)
+            closing = threading.Thread(target=self._consumer.close, name=f"{self}-close", daemon=True)
+            closing.start()
+            closing.join(wait)
         finally:
-            self.member.close(30.0 if timeout is None else timeout)
+            self.member.close(wait)
 
 
 def fetch_consumer(cluster: Cluster, group_id: str, config: Mapping[str, Any]) -> KafkaFetchConsumer:

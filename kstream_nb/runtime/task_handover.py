@@ -77,7 +77,8 @@ class TaskHandover:
             self._joins_seen = self.member.assignments
             self.publish_status()
         self.control.refresh()
-        if self.member.leader and not self.member.rebalancing:
+        thread = self.thread
+        if self.member.leader and not self.member.rebalancing and thread.broker.unreachable_since is None:
             meta = self.member.metadata()
             try:
                 self.leader.lead(meta.member_id, meta.generation)

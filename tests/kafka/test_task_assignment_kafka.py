@@ -352,14 +352,20 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
         feed(300)
         expected = dict(Counter(w for s in sent for w in s.split()))
 
+        wrong: dict[str, Any] = {}
+
         def final_counts() -> bool:
             out = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)  # read_committed
-            return dict(out.sort_values(["partition", "offset"]).groupby("key")["value"].last()) == expected
+            got = dict(out.sort_values(["partition", "offset"]).groupby("key")["value"].last())
+            wrong.clear()
+            wrong.update({w: (got.get(w), n) for w, n in expected.items() if got.get(w) != n})
+            return got == expected
 
         try:
-            wait_for(final_counts, 180, f"the committed counts to equal a recount after {log}")
-        except AssertionError:
-            raise AssertionError("\n\n".join(f"{i.log.stem}:\n{i.tail()}" for i in instances)) from None
+            wait_for(final_counts, 60, f"the committed counts to equal a recount after {log}")
+        except AssertionError as e:
+            logs = "\n\n".join(f"{i.log.stem}:\n{i.tail()}" for i in instances)
+            raise AssertionError(f"{e}; (got, expected) differ for {wrong}\n{logs}") from None
     finally:
         for inst in instances:
             inst.stop()
