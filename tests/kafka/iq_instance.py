@@ -10,14 +10,13 @@ SIGTERM stops it cleanly.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.kafka_broker
 
 import kstream_nb as ks
+from tests.kafka.wordcount_instance import run_until_sigterm
 from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 
@@ -45,16 +44,7 @@ def main(argv: list[str]) -> int:
         level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(name)s %(message)s"
     )
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    app.start()
-    print(f"ENDPOINT {app.endpoint}", flush=True)
-    while not stop.wait(0.5):
-        if app.state in (ks.State.ERROR, ks.State.NOT_RUNNING):
-            print(f"FAILED {app.error}", flush=True)
-            return 1
-    app.stop(timeout=30)
-    return 0
+    return run_until_sigterm(app, lambda: print(f"ENDPOINT {app.endpoint}", flush=True))
 
 
 if __name__ == "__main__":

@@ -10,15 +10,13 @@ Used by ``test_task_assignment_kafka.py``.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.kafka_broker
 
 import kstream_nb as ks
-from tests.kafka.wordcount_instance import word_count
+from tests.kafka.wordcount_instance import run_until_sigterm, word_count
 from tests.kafka_broker import FAST_CLIENT_CONFIG
 
 
@@ -40,15 +38,7 @@ def main(argv: list[str]) -> int:
     )
     logging.getLogger("kstream_nb").setLevel(logging.INFO)
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    app.start()
-    while not stop.wait(0.5):
-        if app.state in (ks.State.ERROR, ks.State.NOT_RUNNING):
-            print(f"FAILED {app.error}", flush=True)
-            return 1
-    app.stop(timeout=30)
-    return 0
+    return run_until_sigterm(app)
 
 
 if __name__ == "__main__":

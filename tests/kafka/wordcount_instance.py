@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +143,17 @@ def main(argv: list[str]) -> int:
     app.set_state_listener(lambda new, old: print(f"STATE {new.value}", flush=True))
     app.set_uncaught_exception_handler(lambda error: ks.ThreadFailureResponse.REPLACE_THREAD)
     signal.signal(signal.SIGUSR1, lambda *_: print_threads(app))
+    return run_until_sigterm(app)
+
+
+def run_until_sigterm(app: ks.KafkaStreams, started: Callable[[], None] | None = None) -> int:
+    """Starts ``app`` and runs it until SIGTERM (then stops it cleanly: 0) or until it fails (``FAILED``: 1);
+    ``started`` runs right after ``start()``."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     app.start()
+    if started is not None:
+        started()
     while not stop.wait(0.5):
         if app.state in (ks.State.ERROR, ks.State.NOT_RUNNING):
             print(f"FAILED {app.error}", flush=True)
