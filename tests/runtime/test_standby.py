@@ -3,6 +3,7 @@
 import time
 import uuid
 from collections import Counter
+from typing import Any
 
 import kstream_nb as ks
 from kstream_nb.cluster.base import Subscription
@@ -20,6 +21,10 @@ def wait_for(condition, timeout: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.02)
+
+
+def last_values(frame: Any) -> dict[Any, Any]:
+    return dict(zip(frame["key"], frame["value"], strict=True))
 
 
 def standbys_caught_up(app: ks.KafkaStreams) -> bool:
@@ -47,7 +52,10 @@ def test_standby_is_on_the_other_instance_and_failover_is_warm() -> None:
             warm = {tid for tasks in other.standby_assignment().values() for tid in tasks}
             assert mine <= warm  # each active task has its standby on the other instance
 
-        # the copies the failover uses, those on the second instance, have applied their changelogs to the end
+        counted = dict(Counter(w for w, _ in words))
+        # every count is in the changelog (it gets them at a commit after idle), and the copies the failover
+        # uses, those on the second instance, have applied it to the end
+        wait_for(lambda: last_values(ks.read_topic("sb-counts-changelog", bootstrap_servers=url)) == counted)
         # (a sum of applied records over both instances could count a copy the assignment moved twice)
         wait_for(lambda: standbys_caught_up(second))
 
