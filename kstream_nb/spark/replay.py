@@ -1,10 +1,12 @@
 """What runs inside Spark's Python workers: one task of one sub-topology over its records, as live.
 
-``run_task`` gets every record of one partition number of the sub-topology's source topics (a pandas
-frame, the group of a ``groupBy("partition").applyInPandas``), orders them as the live runtime would see
+``run_task`` gets every record of one partition number of the sub-topology's source topics (an Arrow
+table, the group of a ``groupBy("partition").applyInArrow``), orders them as the live runtime would see
 them, runs a fresh ``StreamTask`` and returns what the task wrote (sink and repartition records with the
-partition the sink chose), the final store contents and the task's counters, as rows of ``OUT_COLUMNS``.
-It needs pandas, the runtime and pyspark's bundled cloudpickle.
+partition the sink chose), the final store contents and the task's counters, as rows of ``OUT_COLUMNS``;
+``stage_function`` hands them back to Spark as one Arrow table. Columns go in and out as Arrow arrays (the
+key/value bytes become Python ``bytes`` once, as the task's fetched batch), with no pandas objects per row.
+It needs pyarrow, the runtime and pyspark's bundled cloudpickle.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ import heapq
 import itertools
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.records import FetchedBatch, Headers
 from kstream_nb.cluster.serdes import Serde
+from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.global_state import GlobalStores
 from kstream_nb.runtime.record_collector import RecordByRecordCollector
@@ -153,14 +157,12 @@ def merge_order(writers: np.ndarray, seqs: np.ndarray, ts: np.ndarray) -> np.nda
     return np.fromiter((row for _, _, row in heapq.merge(*runs, key=lambda r: (r[0], r[1]))), np.int64, n)
 
 
-def _headers(value: Any) -> Headers:
-    if value is None or len(value) == 0:
-        return ()
-    return tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in value)
-
-
-def _bytes_list(values: Iterable[Any]) -> list[bytes | None]:
-    return [v if v is None or type(v) is bytes else bytes(v) for v in values]
+def _headers(column: pa.ChunkedArray) -> list[Headers]:
+    """Each record's headers as (key, value) tuples; one shared empty tuple when no record has any."""
+    n = len(column)
+    if n == 0 or not pc.sum(pc.list_value_length(column)).as_py():
+        return [()] * n
+    return [() if not hs else tuple((h["key"], h["value"]) for h in hs) for hs in column.to_pylist()]
 
 
 def _global_stores(plan: StagePlan) -> GlobalStores:
@@ -199,9 +201,10 @@ def _store_rows(task: StreamTask, topology: Topology, partition: int) -> list[tu
     return rows
 
 
-def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
-    """Runs the task of ``frame``'s partition number over its records; rows of ``OUT_COLUMNS``."""
-    partition = int(frame["partition"].iloc[0])
+def run_task(plan: StagePlan, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Runs the task of ``table``'s partition number over its records; a table of ``OUT_COLUMNS`` as
+    ``schema`` (``arrow_schema(OUT_DDL, ...)``)."""
+    partition = int(table.column("partition")[0].as_py())
     topology, config = plan.topology, plan.config
     sub = next(s for s in topology.subtopologies() if s.id == plan.subtopology)
     state_dir = tempfile.mkdtemp(prefix="kstream-nb-backtest-")
@@ -214,28 +217,23 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
     )  # fmt: skip
     try:
         task.initialize()
-        # queues in this order break timestamp ties: user topics first, then those this backtest wrote (a
-        # record there exists live only once its cause, e.g. the left row of a foreign-key join, ran)
-        by_topic = sorted(
-            ((str(topic), rows) for topic, rows in frame.groupby("topic", sort=True)),
-            key=lambda item: (bool((item[1]["writer"] >= 0).any()), item[0]),
-        )
-        for topic, rows in by_topic:
-            writers = rows["writer"].to_numpy(dtype=np.int64)
-            seqs = rows["seq"].to_numpy(dtype=np.int64)
-            ts = rows["ts"].to_numpy(dtype=np.int64)
+        for topic, rows in _by_topic(table):
+            writers = rows.column("writer").to_numpy()
+            ts = rows.column("ts").to_numpy()
             if (writers < 0).all():  # a user topic: offset order
-                order = np.argsort(rows["offset"].to_numpy(dtype=np.int64), kind="stable")
-                offsets = rows["offset"].to_numpy(dtype=np.int64)[order].tolist()
+                offsets_in = rows.column("offset").to_numpy()
+                order = np.argsort(offsets_in, kind="stable")
+                offsets = offsets_in[order].tolist()
             else:  # written by upstream tasks of this backtest: the merged order, offsets from 0
-                order = merge_order(writers, seqs, ts)
+                order = merge_order(writers, rows.column("seq").to_numpy(), ts)
                 offsets = list(range(len(order)))
             if not len(order):
                 continue
-            keys = _bytes_list(rows["key"].to_numpy(dtype=object)[order])
-            values = _bytes_list(rows["value"].to_numpy(dtype=object)[order])
-            headers = [_headers(h) for h in rows["headers"].to_numpy(dtype=object)[order]]
-            raw = (offsets, keys, values, ts[order].tolist(), headers)
+            ordered = rows.select(["key", "value", "headers"]).take(pa.array(order))
+            raw = (
+                offsets, ordered.column("key").to_pylist(), ordered.column("value").to_pylist(),
+                ts[order].tolist(), _headers(ordered.column("headers")),
+            )  # fmt: skip
             task.add(FetchedBatch(topic, partition, offsets[0], raw=raw))
         stream_punctuators = len(getattr(task, "_stream_punctuations", ()))
         if stream_punctuators:
@@ -246,18 +244,8 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
             task.process(1 << 62)
         task.punctuate()
         task.flush()
-        out: list[tuple[Any, ...]] = []
-        for topic, part, seq, timestamp, key, value, headers in collector.rows:
-            serdes = plan.sink_serdes.get(topic)
-            key_text = value_text = None
-            if serdes is not None:
-                key_text = to_text(None if key is None else serdes[0].deserialize(topic, key))
-                value_text = to_text(None if value is None else serdes[1].deserialize(topic, value))
-            hdrs = [{"key": k, "value": v} for k, v in headers] if headers else []
-            out.append(
-                ("out", topic, part, partition, seq, timestamp, key, value, hdrs, key_text, value_text, None, None)
-            )
-        out.extend(_store_rows(task, topology, partition))
+        written = _output_table(plan, collector.rows, partition, schema)
+        out = _store_rows(task, topology, partition)
         stats = {
             "task": task.task_id,
             "processed": task.processed_total,
@@ -275,7 +263,55 @@ def run_task(plan: StagePlan, frame: pd.DataFrame) -> pd.DataFrame:
             if global_stores is not None:
                 global_stores.close()
             shutil.rmtree(state_dir, ignore_errors=True)
-    return pd.DataFrame(out, columns=OUT_COLUMNS)
+    return pa.concat_tables([written, to_arrow(out, schema)])
+
+
+def _by_topic(table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """The task's records per source topic, in the order its queues break timestamp ties: user topics
+    first, then those this backtest wrote (a record there exists live only once its cause, e.g. the left
+    row of a foreign-key join, ran)."""
+    topics = table.column("topic")
+    parts = [(str(t), table.filter(pc.equal(topics, t))) for t in pc.unique(topics).to_pylist()]
+    return sorted(parts, key=lambda item: (bool(pc.any(pc.greater_equal(item[1].column("writer"), 0)).as_py()),
+                                            item[0]))  # fmt: skip
+
+
+def _output_table(plan: StagePlan, sent: list[tuple[Any, ...]], partition: int, schema: pa.Schema) -> pa.Table:
+    """The records the task wrote as ``OUT_COLUMNS`` (kind "out"), column by column; those of user sink
+    topics also decoded and shown as JSON text."""
+    n = len(sent)
+    topics, parts, seqs, stamps, keys, values, headers = (list(c) for c in zip(*sent)) if n else ([],) * 7
+    key_text: list[str | None] = [None] * n
+    value_text: list[str | None] = [None] * n
+    for i, topic in enumerate(topics):
+        serdes = plan.sink_serdes.get(topic)
+        if serdes is not None:
+            key, value = keys[i], values[i]
+            key_text[i] = to_text(None if key is None else serdes[0].deserialize(topic, key))
+            value_text[i] = to_text(None if value is None else serdes[1].deserialize(topic, value))
+    empty: list[Any] = []
+    hdrs = [[{"key": k, "value": v} for k, v in h] if h else empty for h in headers]
+    columns = [["out"] * n, topics, parts, [partition] * n, seqs, stamps, keys, values, hdrs, key_text, value_text]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema)]
+    arrays += [pa.nulls(n, type=f.type) for f in list(schema)[len(columns) :]]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def to_arrow(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
+    """Rows (tuples in ``schema``'s column order) as one Arrow table of exactly ``schema``'s types."""
+    columns: list[Any] = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema.names]
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+
+
+def arrow_schema(ddl: str, large_types: bool) -> pa.Schema:
+    """The Arrow schema Spark expects back from an ``applyInArrow`` function returning ``ddl`` (its types
+    must match exactly; ``large_types`` is the session's ``spark.sql.execution.arrow.useLargeVarTypes``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    struct = _parse_datatype_string(ddl)
+    assert isinstance(struct, StructType)
+    return to_arrow_schema(struct, timezone="UTC", prefers_large_types=large_types)
 
 
 def _config_settings(config: StreamsConfig) -> dict[str, Any]:
@@ -284,24 +320,49 @@ def _config_settings(config: StreamsConfig) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
-def order_output_partition(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows of one output partition (kind "out") in offset order, with offsets from 0."""
+def order_output_partition(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows of one output partition (kind "out") in offset order, with offsets from 0, as ``schema``."""
     order = merge_order(
-        frame["task"].to_numpy(dtype=np.int64),
-        frame["seq"].to_numpy(dtype=np.int64),
-        frame["ts"].to_numpy(dtype=np.int64),
+        table.column("task").to_numpy(), table.column("seq").to_numpy(), table.column("ts").to_numpy()
     )
-    ordered = frame.iloc[order].reset_index(drop=True)
-    return pd.DataFrame(
-        {
-            "partition": ordered["partition"].astype(np.int32),
-            "offset": np.arange(len(ordered), dtype=np.int64),
-            "timestamp": pd.to_datetime(ordered["ts"].to_numpy(dtype=np.int64), unit="ms", utc=True),
-            "key": ordered["key_text"],
-            "value": ordered["value_text"],
-            "headers": ordered["headers"],
-            "task": ordered["task"].astype(np.int32),
-            "key_bytes": ordered["key"],
-            "value_bytes": ordered["value"],
-        }
-    )
+    ordered = table.take(pa.array(order))
+    columns = {
+        "partition": ordered.column("partition"),
+        "offset": pa.array(np.arange(len(order), dtype=np.int64)),
+        "timestamp": pc.multiply(ordered.column("ts"), 1000),
+        "key": ordered.column("key_text"),
+        "value": ordered.column("value_text"),
+        "headers": ordered.column("headers"),
+        "task": ordered.column("task"),
+        "key_bytes": ordered.column("key"),
+        "value_bytes": ordered.column("value"),
+    }
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def stage_function(plan: StagePlan, schema: pa.Schema) -> Callable[[pa.Table], pa.Table]:
+    """The ``applyInArrow`` function of one stage: the plan pickled once (cloudpickle), loaded once per
+    Python worker, then ``run_task`` per group; ``schema`` is ``arrow_schema(OUT_DDL, ...)``."""
+    from pyspark import cloudpickle
+
+    try:
+        payload = cloudpickle.dumps(plan)
+    except Exception as e:
+        raise StreamsError(
+            f"cannot backtest: the topology cannot be pickled for Spark's workers ({type(e).__name__}: {e}); "
+            "functions must be picklable with cloudpickle (lambdas and module functions are; open files, "
+            "locks and connections captured by a function are not)"
+        ) from e
+    key = hash(payload)
+
+    def run(table: pa.Table) -> pa.Table:
+        from kstream_nb.spark import replay
+
+        cache = replay.__dict__.setdefault("_PLANS", {})
+        stage = cache.get(key)
+        if stage is None:
+            cache.clear()
+            stage = cache[key] = cloudpickle.loads(payload)
+        return run_task(stage, table, schema)
+
+    return run

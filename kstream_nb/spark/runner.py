@@ -5,7 +5,7 @@ How it runs (one Spark job per sub-topology, in dependency order):
 1. The user topics the topology reads are read with the ``kstream`` data source (``memory://`` topics are
    first snapshotted to Parquet in the driver: Spark's workers cannot see the embedded cluster).
 2. A sub-topology's input records are grouped by partition number across its source topics
-   (``groupBy("partition").applyInPandas``): one group = one task, exactly as the live assignor makes them.
+   (``groupBy("partition").applyInArrow``): one group = one task, exactly as the live assignor makes them.
 3. In the worker the (cloudpickled) topology builds a fresh ``StreamTask`` for that partition, which
    processes the records in the live runtime's order: lowest timestamp first across the task's
    partitions, offset order within one. Every record the task writes is kept with the partition its
@@ -51,7 +51,8 @@ from kstream_nb.cluster.records import TopicPartition
 from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import StreamsConfig
-from kstream_nb.spark.replay import OUT_DDL, StagePlan, order_output_partition, run_task
+from kstream_nb.spark.compiled import EngineChoice
+from kstream_nb.spark.replay import OUT_DDL, StagePlan, arrow_schema, order_output_partition, stage_function
 from kstream_nb.spark.result import BacktestOutput, BacktestResult, BacktestStore
 from kstream_nb.spark.session import spark_session
 from kstream_nb.spark.source import read_topic, to_epoch_ms
@@ -130,6 +131,7 @@ def backtest(
     output_partitions: Mapping[str, int] | None = None,
     progress: Callable[[str], None] | None = None,
     client_config: Mapping[str, Any] | None = None,
+    engine: str = "auto",
     **config: Any,
 ) -> BacktestResult:
     """Replays ``topology`` on Spark over its input topics' history; see the module doc.
@@ -138,6 +140,8 @@ def backtest(
     datetime; None = all). ``archives``: topic -> Parquet archive (``export_topic``) to read instead of
     the cluster. ``progress(message)`` is called as the stages run. Other keyword arguments are app
     settings (``default_key_serde``, ``default_timestamp_extractor``, ...), as for ``KafkaStreams``.
+    ``engine``: "auto" (a Spark plan for each sub-topology that compiles, the replay for the rest),
+    "compiled" (fails naming what does not compile) or "replay"; ``result.explain()`` says which ran.
     """
     started = time.perf_counter()
     say = progress or (lambda message: None)
@@ -206,6 +210,7 @@ def backtest(
 
     # ---- the stages ----------------------------------------------------------------------------------
     cyclic = [group for group in groups if is_cycle(group, resolve)]
+    choice = EngineChoice(engine, topology, order, {s.id for g in cyclic for s in g}, streams_config, resolve)
     for topic in {resolve(t) for group in cyclic for sub in group for t in sub.source_topics} & set(inputs):
         # a cycle's members read their inputs once per run: pin them (a broker's topic may grow meanwhile)
         inputs[topic] = inputs[topic].localCheckpoint(eager=True)
@@ -235,10 +240,18 @@ def backtest(
         frame = parts[0]
         for more in parts[1:]:
             frame = frame.unionByName(more)
+        t0 = time.perf_counter()
+        compiled = choice.run(sub, frame, counts, set(writers), sink_serdes)
+        if compiled is not None:  # a Spark plan (kstream_nb.spark.compiled)
+            latest[sub.id] = compiled.localCheckpoint(eager=True)
+            stage_times[sub.id] = stage_times.get(sub.id, 0.0) + time.perf_counter() - t0
+            say(f"sub-topology {sub.id} compiled, done in {stage_times[sub.id]:.1f}s")
+            return
         plan = StagePlan(topology, streams_config, sub.id, counts, changelogs, sink_serdes, global_records)
         say(f"sub-topology {sub.id}: {max(counts.get(t, 1) for t in sources)} task(s) reading {sources}")
         t0 = time.perf_counter()
-        out = frame.groupBy("partition").applyInPandas(_stage_function(plan), OUT_DDL).localCheckpoint(eager=True)
+        run = stage_function(plan, arrow_schema(OUT_DDL, _large_types(spark)))
+        out = frame.groupBy("partition").applyInArrow(run, OUT_DDL).localCheckpoint(eager=True)
         seconds = time.perf_counter() - t0
         stage_times[sub.id] = stage_times.get(sub.id, 0.0) + seconds
         say(f"sub-topology {sub.id} done in {seconds:.1f}s")
@@ -272,6 +285,7 @@ def backtest(
     )
     result = BacktestResult(outputs, stores, stats, counts, time.perf_counter() - started, stage_times)
     result._snapshot_dir = snapshot_dir
+    result.paths = choice.explain()
     say(f"backtest done in {result.seconds:.1f}s: {result.processed} records processed")
     return result
 
@@ -337,36 +351,18 @@ def _digests(out: Any, topics: list[str]) -> dict[str, tuple[int, int]]:
     return {topic: found.get(topic, (0, 0)) for topic in topics}
 
 
-def _stage_function(plan: StagePlan) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    from pyspark import cloudpickle
-
-    try:
-        payload = cloudpickle.dumps(plan)
-    except Exception as e:
-        raise StreamsError(
-            f"cannot backtest: the topology cannot be pickled for Spark's workers ({type(e).__name__}: {e}); "
-            "functions must be picklable with cloudpickle (lambdas and module functions are; open files, "
-            "locks and connections captured by a function are not)"
-        ) from e
-    key = hash(payload)
-
-    def run(frame: pd.DataFrame) -> pd.DataFrame:
-        from kstream_nb.spark import replay
-
-        cache = replay.__dict__.setdefault("_PLANS", {})
-        stage = cache.get(key)
-        if stage is None:
-            cache.clear()
-            stage = cache[key] = cloudpickle.loads(payload)
-        return run_task(stage, frame)
-
-    return run
+def _large_types(spark: Any) -> bool:
+    """Whether the session hands Python Arrow's large string/binary types (``applyInArrow`` results must match)."""
+    return str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
 
 
 def _ordered_output(spark: Any, records: Any) -> Any:
     if records is None:
         return spark.createDataFrame([], OUTPUT_DDL)
-    return records.groupBy("partition").applyInPandas(order_output_partition, OUTPUT_DDL)
+    schema = arrow_schema(OUTPUT_DDL, _large_types(spark))
+    return records.groupBy("partition").applyInArrow(
+        lambda table: order_output_partition(table, schema), OUTPUT_DDL
+    )
 
 
 def _global_records(
