@@ -10,10 +10,12 @@ and for a new owner only once no other live member holds it (its status lists it
 it to a member that has not applied that assignment yet). A task moving from X to Y is listed for nobody and
 noted *in transit* to Y; X commits and releases it (its next status lacks it), and the next round gives it
 to Y. Members that left the group hold nothing: their tasks go at once. The target is computed once per
-membership (generation and the members with statuses) and again every ``RECOMPUTE_S`` once nothing is in
-transit (lags change: warm-ups become actives); the rounds in between, run when a status changes what a
-member holds or applied, only complete the handovers, so that a round amid them moves nothing else. The
-leader publishes only a plan that differs from the one in force.
+membership (generation and the members with statuses), when a source topic missing at the last round
+appears, and, once nothing is in transit, at the probing rebalance a target with warm-ups asks for
+(``probing_rebalance_interval_ms`` after it: KIP-441; the warm-ups that caught up become actives). The
+rounds in between, run when a status changes what a member holds or applied, only complete the handovers,
+so that a round amid them moves nothing else. The leader publishes only a plan that differs from the one
+in force.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ log = logging.getLogger("kstream_nb.assignment")
 
 #: how long a new generation's leader waits for every member's status of that generation
 STATUS_WAIT_S = 10.0
-#: the target is recomputed this often while nothing is in transit (lags change: warm-ups become actives)
-RECOMPUTE_S = 5.0
+#: how often the leader looks for source topics missing at the last round (their tasks are assigned at once)
+MISSING_TOPICS_S = 0.5
 
 
 class AssignmentLeader:
@@ -50,14 +52,15 @@ class AssignmentLeader:
         self._members: set[str] = set()
         self._since = 0.0
         self._fingerprint: Any = None
-        self._computed_at = 0.0
         #: the assignor's target (member -> its assignment's userdata) and the membership it was computed for:
         #: kept while handovers complete, so that a round in the middle of them moves nothing else
         self._target: dict[str, Any] = {}
         self._target_for: Any = None
-        self._targeted_at = 0.0
+        #: when the probing rebalance the target asked for is due (monotonic seconds), if it asked for one
+        self._probe_at: float | None = None
         self._end: int | None = None
         self._published: TaskAssignment | None = None
+        self._missing_checked_at = 0.0
 
     def lead(self, member_id: str, generation: int) -> None:
         """One step of the leader's duties (called from the leading thread's loop; never blocks long)."""
@@ -82,17 +85,22 @@ class AssignmentLeader:
             return
         live = {m: statuses[m] for m in current}
         fingerprint = sorted((m, s.generation, s.applied_epoch, s.active, s.standby) for m, s in live.items())
-        if fingerprint == self._fingerprint and now - self._computed_at < RECOMPUTE_S:
+        settled = previous is None or not previous.in_transit
+        probe = settled and self._probe_at is not None and now >= self._probe_at
+        if self._missing_topic_appeared(now) or probe:
+            self._target_for = None
+        elif fingerprint == self._fingerprint:
             return
-        self._fingerprint, self._computed_at = fingerprint, now
+        self._fingerprint = fingerprint
         if not live:
             return
-        settled = previous is None or not previous.in_transit
-        if self._target_for != (generation, frozenset(live)) or (
-            settled and now - self._targeted_at >= RECOMPUTE_S
-        ):
+        if self._target_for != (generation, frozenset(live)):
             self._target = self.target(live, previous)
-            self._target_for, self._targeted_at = (generation, frozenset(live)), now
+            self._target_for = (generation, frozenset(live))
+            probing = [d["probing_rebalance_ms"] for d in self._target.values() if "probing_rebalance_ms" in d]
+            self._probe_at = now + probing[0] / 1000 if probing else None
+            if probing:
+                log.info("warm-up replicas are catching up: a probing round in %d ms", probing[0])
         target = self.handover(member_id, generation, live, previous)
         if target.same_plan(previous) and previous is not None and previous.generation == generation:
             return
@@ -102,6 +110,14 @@ class AssignmentLeader:
         self._published = target
         log.info("assignment epoch %d (generation %d): %s; in transit %s", target.epoch, generation,
                  {m: sorted(a["active"]) for m, a in target.members.items()}, dict(target.in_transit))  # fmt: skip
+
+    def _missing_topic_appeared(self, now: float) -> bool:
+        """Whether a source topic the last round lacked exists now (checked every ``MISSING_TOPICS_S``)."""
+        missing = self._published.missing_topics if self._published is not None else ()
+        if not missing or now - self._missing_checked_at < MISSING_TOPICS_S:
+            return False
+        self._missing_checked_at = now
+        return any(self.admin.partition_count(t) is not None for t in missing)
 
     def target(self, live: Mapping[str, MemberStatus], previous: TaskAssignment | None) -> dict[str, Any]:
         """Member -> what the assignor gives it (``StreamsPartitionAssignor.assign`` over the statuses)."""
@@ -160,6 +176,7 @@ class AssignmentLeader:
             warmups=dict(view.get("warmups", {})),
             lags=dict(view.get("lags", {})),
             moved=dict(view.get("moved", {})),
+            missing_topics=tuple(view.get("missing_topics", ())),
         )
 
     def close(self) -> None:

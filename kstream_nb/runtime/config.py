@@ -62,7 +62,7 @@ class StreamsConfig:
     probing_rebalance_interval_ms: int = 600_000
     #: how tasks are assigned on Kafka: "range" (each member derives its tasks from librdkafka's range assignor)
     #: or "leader" (a leader assigns them on the ``<app>-assignment`` control topic: runtime/task_handover.py)
-    kafka_task_assignment: str = "range"
+    kafka_task_assignment: str = "leader"
     statestore_cache_max_bytes: int = 0
     #: added to a window or session store's retention for its changelog's retention.ms (compact,delete)
     windowstore_changelog_additional_retention_ms: int = 86_400_000

@@ -85,6 +85,8 @@ class TaskAssignment:
     #: per stateful task, each holder's lag at the round that computed the target; task -> {"from", "to"}
     lags: Mapping[str, Any] = field(default_factory=dict)
     moved: Mapping[str, Any] = field(default_factory=dict)
+    #: user source topics the cluster lacked at the round: their tasks come once they exist
+    missing_topics: tuple[str, ...] = ()
 
     def active_of(self, member_id: str) -> dict[str, list[TopicPartition]]:
         """Task id -> partitions of ``member_id``'s active tasks."""

@@ -117,6 +117,7 @@ class TaskHandover:
         self.consumer.assign({tp for task in manager.tasks.values() for tp in task.queues})
         self.applied_epoch, self._applied_read = assignment.epoch, self.control.assignments_read
         self.thread.group_view = {tid: tuple(entry) for tid, entry in assignment.group.items()}
+        self.thread.missing_topics = list(assignment.missing_topics)
         view = ("all", "endpoints", "warmups", "lags", "moved")
         self.thread.assignor.on_assignment(
             Assignment(frozenset(), {k: getattr(assignment, "group" if k == "all" else k) for k in view})
