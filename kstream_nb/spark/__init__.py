@@ -28,6 +28,7 @@ def backtest(
     output_partitions: Mapping[str, int] | None = None,
     progress: Callable[[str], None] | None = None,
     client_config: Mapping[str, Any] | None = None,
+    engine: str = "auto",
     **config: Any,
 ) -> BacktestResult:
     """Replays ``topology`` over its input topics' history on Spark (see ``kstream_nb.spark.runner``).
@@ -36,7 +37,9 @@ def backtest(
     ``to_pandas()``), ``.tasks`` (records processed/dropped per task). ``start``/``end`` bound the input
     records by timestamp (``start <= ts < end``; epoch ms, ISO date-time or datetime). ``spark``: a
     session (default: ``spark_session()``, a local one). ``archives``: topic -> Parquet archive
-    (``ks.export_topic``) to read instead of the cluster.
+    (``ks.export_topic``) to read instead of the cluster. ``engine``: "auto" (sub-topologies of column
+    expressions and built-in aggregations as Spark plans, the rest replayed), "compiled" or "replay";
+    ``result.explain()`` says which path each sub-topology took and why.
     """
     check_spark_requirements()
     from kstream_nb.spark.runner import backtest as run
@@ -44,7 +47,7 @@ def backtest(
     return run(
         topology, spark=spark, bootstrap_servers=bootstrap_servers, start=start, end=end,
         application_id=application_id, archives=archives, output_partitions=output_partitions,
-        progress=progress, client_config=client_config, **config,
+        progress=progress, client_config=client_config, engine=engine, **config,
     )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ operators treat null as False, ``//`` floors and ``%`` takes the divisor's sign 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kstream_nb.processor.expressions.scalar import ARITH_OPS, CMP_OPS, isnull
 from kstream_nb.processor.expressions.tree import BinOp, Call, Col, Expr, Lit, UnaryOp
@@ -15,31 +15,43 @@ from kstream_nb.processor.expressions.tree import BinOp, Call, Col, Expr, Lit, U
 __all__ = ["to_spark"]
 
 
-def to_spark(expr: Expr, F: Any = None) -> Any:
+def to_spark(expr: Expr, F: Any = None, column: Callable[[str], Any] | None = None) -> Any:
     """Translate to a ``pyspark.sql.Column``; ``F`` is the ``pyspark.sql.functions`` module (imported if
-    not given)."""
+    not given); ``column(name)`` is a field's column (default ``F.col(name)``: fields as top-level columns)."""
     if F is None:
         from pyspark.sql import functions as F
+    return _translate(expr, _Fields(F, column or F.col))
+
+
+class _Fields(NamedTuple):
+    """The functions module and where a field's column comes from, passed down the tree."""
+
+    F: Any
+    column: Callable[[str], Any]
+
+
+def _translate(expr: Expr, t: _Fields) -> Any:
     translate = _NODES.get(type(expr))
     if translate is None:
         raise NotImplementedError(f"no Spark translation of {type(expr).__name__}")
-    return translate(expr, F)
+    return translate(expr, t)
 
 
 def _truth(F: Any, c: Any) -> Any:
     return F.coalesce(c, F.lit(False))
 
 
-def _col(expr: Col, F: Any) -> Any:
-    return F.col(expr.name)
+def _col(expr: Col, t: _Fields) -> Any:
+    return t.column(expr.name)
 
 
-def _lit(expr: Lit, F: Any) -> Any:
-    return F.lit(expr.value)
+def _lit(expr: Lit, t: _Fields) -> Any:
+    return t.F.lit(expr.value)
 
 
-def _binop(expr: BinOp, F: Any) -> Any:
-    a, b, op = to_spark(expr.left, F), to_spark(expr.right, F), expr.op
+def _binop(expr: BinOp, t: _Fields) -> Any:
+    F = t.F
+    a, b, op = _translate(expr.left, t), _translate(expr.right, t), expr.op
     if op in ("&", "|", "^"):
         a, b = _truth(F, a), _truth(F, b)
         return a & b if op == "&" else a | b if op == "|" else a != b
@@ -55,15 +67,16 @@ def _binop(expr: BinOp, F: Any) -> Any:
     return ARITH_OPS[op](a, b)
 
 
-def _unary(expr: UnaryOp, F: Any) -> Any:
-    x = to_spark(expr.operand, F)
+def _unary(expr: UnaryOp, t: _Fields) -> Any:
+    F = t.F
+    x = _translate(expr.operand, t)
     if expr.op == "~":
         return ~_truth(F, x)
     return -x if expr.op == "-" else F.abs(x)
 
 
-def _call(expr: Call, F: Any) -> Any:
-    return _FUNCS[expr.fn](F, expr.params, *(to_spark(a, F) for a in expr.args))
+def _call(expr: Call, t: _Fields) -> Any:
+    return _FUNCS[expr.fn](t.F, expr.params, *(_translate(a, t) for a in expr.args))
 
 
 def _isin(F: Any, params: tuple[Any, ...], c: Any) -> Any:

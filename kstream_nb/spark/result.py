@@ -131,6 +131,12 @@ class BacktestResult:
     seconds: float
     stage_seconds: dict[int, float] = field(default_factory=dict)
     _snapshot_dir: str | None = None
+    #: per sub-topology: the engine that ran it ("compiled"/"replay") and why (``kstream_nb.spark.compiled``)
+    paths: list[Any] = field(default_factory=list)
+
+    def explain(self) -> str:
+        """Which path each sub-topology took and why: its compiled steps, or what made it replay."""
+        return "\n".join(f"sub-topology {p.subtopology}: {p.engine} ({p.reason})" for p in self.paths)
 
     @property
     def tasks(self) -> pd.DataFrame:
@@ -151,6 +157,18 @@ class BacktestResult:
 
     def metrics(self) -> dict[str, Any]:
         return {"process-total": self.processed, "dropped-records-total": self.dropped, "seconds": self.seconds}
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(
+            f"<tr><td>{p.subtopology}</td><td>{escape(p.engine)}</td><td>{escape(p.reason)}</td></tr>"
+            for p in self.paths
+        )
+        return (
+            f"<p>{escape(repr(self))}</p><table><tr><th>sub-topology</th><th>engine</th><th>why</th></tr>"
+            f"{rows}</table>"
+        )
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,145 @@
+"""Keys and values as the sinks' serdes write them, with Kafka's partition: Arrow batch UDFs.
+
+Spark's ``to_json`` is not the runtime's serde: it writes doubles as Java does (``1.0E7``; orjson ``10000000.0``)
+and structs in schema order, not a value's own field order; Spark's ``hash`` is murmur3, not Kafka's murmur2.
+So the bytes are made by the sinks' own ``Serde`` objects, and the partition by ``default_partition``, in
+Arrow UDFs over whole batches: keys once per distinct key of a batch, values once per record (decode, apply
+the assignments Spark computed, encode). The values' fields themselves are computed by Catalyst.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from kstream_nb.cluster.serdes import Serde
+
+KEY_TYPE = "bytes binary, partition int, text string"
+VALUE_TYPE = "bytes binary, text string"
+#: a value operation the UDF replays on the decoded dict: ("assign", {field: struct field}) or ("project", names)
+ValueOp = tuple[str, Any]
+
+
+def recode_keys(decode: Serde, encode: Serde, topics: tuple[str, str], partitions: int, text: bool) -> Any:
+    """A UDF of raw key bytes -> (bytes ``encode`` writes for the key ``decode`` reads, the partition murmur2
+    picks among ``partitions`` (null for a null key: round robin, decided in Spark), the key as JSON text)."""
+    source, target = topics
+
+    def recode(raw: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        from kstream_nb.cluster.partitioner import default_partition
+        from kstream_nb.spark.replay import to_text
+
+        distinct = pc.unique(raw)
+        index = pc.index_in(raw, value_set=distinct)
+        out_bytes: list[bytes | None] = []
+        out_partition: list[int | None] = []
+        out_text: list[str | None] = []
+        for key in distinct.to_pylist():
+            if key is None:
+                out_bytes.append(None)
+                out_partition.append(None)
+                out_text.append(None)
+                continue
+            obj = decode.deserialize(source, key)
+            data = encode.serialize(target, obj)
+            out_bytes.append(data)
+            out_partition.append(None if data is None else default_partition(data, partitions))
+            out_text.append(to_text(obj) if text else None)
+        table = pa.StructArray.from_arrays(
+            [
+                pa.array(out_bytes, pa.binary()),
+                pa.array(out_partition, pa.int32()),
+                pa.array(out_text, pa.string()),
+            ],
+            names=["bytes", "partition", "text"],
+        )
+        return pc.take(table, index)
+
+    return _scalar(recode, KEY_TYPE)
+
+
+def recode_values(
+    decode: Serde, encode: Serde, topics: tuple[str, str], ops: Sequence[ValueOp], text: bool
+) -> Any:
+    """A UDF of (raw value bytes, struct of assigned fields) -> (bytes ``encode`` writes, JSON text): the value
+    decoded, then ``ops`` replayed in order (assign: fields set from the struct, as ``assign_record``;
+    project: exactly the named fields, as ``project_record``); a null value stays null, as live."""
+    source, target = topics
+
+    def recode(raw: pa.Array, assigned: pa.Array) -> pa.Array:
+
+        from kstream_nb.spark.replay import to_text
+
+        rows = assigned.to_pylist()
+        out_bytes: list[bytes | None] = []
+        out_text: list[str | None] = []
+        for data, fields in zip(raw.to_pylist(), rows):
+            value = None if data is None else decode.deserialize(source, data)
+            if value is not None:
+                for kind, arg in ops:
+                    if kind == "assign":
+                        value = dict(value)
+                        for name, column in arg.items():
+                            value[name] = fields[column]
+                    else:
+                        value = {name: value.get(name) for name in arg}
+            out_bytes.append(None if value is None else encode.serialize(target, value))
+            out_text.append(to_text(value) if text else None)
+        return pa.StructArray.from_arrays(
+            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
+        )
+
+    return _scalar(recode, VALUE_TYPE)
+
+
+def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str, text: bool) -> Any:
+    """A UDF of a struct column -> (bytes, text): each row made into the Python value ``build(row dict)``
+    (a null row: None), then written with ``encode`` (None: pickled, for store rows)."""
+
+    def run(rows: pa.Array) -> pa.Array:
+        from pyspark import cloudpickle
+
+        from kstream_nb.spark.replay import to_text
+
+        out_bytes: list[bytes | None] = []
+        out_text: list[str | None] = []
+        for row in rows.to_pylist():
+            value = None if row is None else build(row)
+            if encode is None:
+                out_bytes.append(cloudpickle.dumps(value))
+            else:
+                out_bytes.append(None if value is None else encode.serialize(topic, value))
+            out_text.append(to_text(value) if text else None)
+        return pa.StructArray.from_arrays(
+            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
+        )
+
+    return _scalar(run, VALUE_TYPE)
+
+
+def pickle_keys(decode: Serde, topic: str) -> Any:
+    """A UDF of raw key bytes -> (the decoded key pickled, as store rows hold it; its JSON text)."""
+
+    def run(raw: pa.Array) -> pa.Array:
+        from pyspark import cloudpickle
+
+        from kstream_nb.spark.replay import to_text
+
+        keys = [None if k is None else decode.deserialize(topic, k) for k in raw.to_pylist()]
+        return pa.StructArray.from_arrays(
+            [pa.array([cloudpickle.dumps(k) for k in keys], pa.binary()), pa.array([to_text(k) for k in keys])],
+            names=["bytes", "text"],
+        )
+
+    return _scalar(run, VALUE_TYPE)
+
+
+def _scalar(fn: Callable[..., Any], ddl: str) -> Any:
+    """A scalar Arrow UDF: Arrow arrays in, an Arrow array out, a batch at a time."""
+    from pyspark.sql import functions as F
+
+    return F.arrow_udf(fn, ddl)  # type: ignore[call-overload]

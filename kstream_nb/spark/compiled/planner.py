@@ -1,0 +1,286 @@
+"""Which sub-topology compiles to a Spark plan, and why not: the first operation the compiled path cannot
+translate is named, with the reason (a lambda is opaque to Catalyst; a Processor API node has its own state).
+
+A sub-topology compiles when it is one chain from one source node: column-expression filters, ``assign``,
+projections, a repartition's null-key filter, then optionally ``count``/``agg`` by the current key (emitting
+on update), its table's ``to_stream``, and one sink with the default partitioner. The chain's processors
+are made by their suppliers, as a task makes them, and recognised by class.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kstream_nb.cluster.serdes import JsonSerde, Serde
+from kstream_nb.dsl import grouped
+from kstream_nb.dsl.repartition import RepartitionNullKeyFilter
+from kstream_nb.processor import stream_stateless as ops
+from kstream_nb.processor.expressions.tree import Expr
+from kstream_nb.processor.stream_aggregate import KStreamAggregate
+from kstream_nb.processor.table_ops import KTableMapValues, KTableToStream
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.topology.topology import ProcessorSpec, SinkSpec, SourceSpec, SubTopology, Topology
+
+__all__ = ["CompiledPlan", "NotCompilable", "StagePath", "plan_subtopology"]
+
+
+class NotCompilable(Exception):
+    """Why a sub-topology (or its data) takes the replay path: names the operation and the reason."""
+
+
+@dataclass(frozen=True)
+class StagePath:
+    """The path one sub-topology took in a backtest and why (``result.explain()``)."""
+
+    subtopology: int
+    engine: str  # "compiled" or "replay"
+    reason: str
+
+
+@dataclass(frozen=True)
+class ExprFilter:
+    node: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Assign:
+    node: str
+    columns: dict[str, Expr]
+
+
+@dataclass(frozen=True)
+class Project:
+    node: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DropNullKeys:
+    """A repartition's filter: null keys are dropped silently (not counted, as Kafka)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``count()`` (``specs`` None) or ``agg(name=(field, function))`` per key, emitting on every update."""
+
+    node: str
+    store: str
+    specs: dict[str, tuple[str, str]] | None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The table ``map_values`` that turns a named aggregation's running state into its result (means)."""
+
+    node: str
+    store: str | None
+
+
+@dataclass(frozen=True)
+class ToStream:
+    node: str
+
+
+@dataclass(frozen=True)
+class Sink:
+    node: str
+    topic: str
+    key_serde: Serde
+    value_serde: Serde
+
+
+Step = ExprFilter | Assign | Project | DropNullKeys | Aggregate | Finish | ToStream | Sink
+STATELESS = (ExprFilter, Assign, Project, DropNullKeys)
+
+
+@dataclass
+class CompiledPlan:
+    """One sub-topology as a chain of steps the compiled path translates."""
+
+    subtopology: int
+    source: str
+    source_topics: tuple[str, ...]
+    key_serde: Serde
+    value_serde: Serde
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def aggregate(self) -> Aggregate | None:
+        return next((s for s in self.steps if isinstance(s, Aggregate)), None)
+
+    @property
+    def sink(self) -> Sink | None:
+        return next((s for s in self.steps if isinstance(s, Sink)), None)
+
+    def fields(self) -> set[str]:
+        """Value fields read by the expressions and aggregations (before any assign that sets them)."""
+        read: set[str] = set()
+        assigned: set[str] = set()
+        for step in self.steps:
+            if isinstance(step, ExprFilter):
+                read |= step.expr.columns() - assigned
+            elif isinstance(step, Assign):
+                for name, expr in step.columns.items():
+                    read |= expr.columns() - assigned
+                    assigned.add(name)
+            elif isinstance(step, Project):
+                read |= set(step.names) - assigned
+                assigned = set(step.names)
+            elif isinstance(step, Aggregate) and step.specs:
+                read |= {f for f, _ in step.specs.values()} - assigned
+        return read
+
+    def describe(self) -> str:
+        return " -> ".join(type(s).__name__ for s in self.steps)
+
+
+def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig) -> CompiledPlan:
+    """The compiled plan of ``sub``; raises ``NotCompilable`` naming the first operation it cannot translate."""
+    specs = topology.node_specs
+    sources = [specs[n] for n in sub.nodes if isinstance(specs[n], SourceSpec)]
+    if len(sources) != 1:
+        raise NotCompilable(f"{len(sources)} source nodes (a merge or a join of several inputs)")
+    source = sources[0]
+    assert isinstance(source, SourceSpec)
+    extractor = source.timestamp_extractor or config.default_timestamp_extractor
+    if not extractor.uses_record_timestamp:
+        raise NotCompilable(f"source {source.name!r}: timestamp extractor {type(extractor).__name__}")
+    plan = CompiledPlan(
+        sub.id, source.name, source.topics, source.key_serde or config.default_key_serde,
+        source.value_serde or config.default_value_serde,
+    )  # fmt: skip
+    name = source.name
+    while True:
+        children = topology.children(name)
+        if not children:
+            break
+        if len(children) > 1:
+            raise NotCompilable(f"node {name!r} feeds {len(children)} nodes (branches are not compiled)")
+        name = children[0]
+        spec = specs[name]
+        if isinstance(spec, SinkSpec):
+            plan.steps.append(_sink(spec, config))
+            continue
+        if not isinstance(spec, ProcessorSpec):
+            raise NotCompilable(f"node {name!r}: {type(spec).__name__} is not compiled")
+        plan.steps.append(_step(spec, plan, topology, config))
+    _check_order(plan)
+    return plan
+
+
+def _sink(spec: SinkSpec, config: StreamsConfig) -> Sink:
+    if spec.partitioner is not None:
+        raise NotCompilable(f"sink {spec.name!r}: a custom partitioner ({_callable_name(spec.partitioner)})")
+    return Sink(
+        spec.name, spec.topic, spec.key_serde or config.default_key_serde,
+        spec.value_serde or config.default_value_serde,
+    )  # fmt: skip
+
+
+def _step(spec: ProcessorSpec, plan: CompiledPlan, topology: Topology, config: StreamsConfig) -> Step:
+    name = spec.name
+    if isinstance(spec.supplier, RepartitionNullKeyFilter):
+        if spec.supplier.keep_null_keys:
+            raise NotCompilable(f"node {name!r}: a repartition that keeps null keys (a left join downstream)")
+        return DropNullKeys(name)
+    processor: Any = spec.supplier()
+    kind = type(processor)
+    if kind is ops.KStreamExprFilter:
+        _need_json(plan, name)
+        return ExprFilter(name, processor.expr)
+    if kind is ops.KStreamAssign:
+        _need_json(plan, name)
+        columns = processor.assignments
+        for column, value in columns.items():
+            if not isinstance(value, Expr):
+                raise NotCompilable(
+                    f"node {name!r}: assign({column}=...) is a {type(value).__name__}, not an expression"
+                )
+        return Assign(name, dict(columns))
+    if kind is ops.KStreamProject:
+        _need_json(plan, name)
+        return Project(name, tuple(processor.names))
+    if kind is KStreamAggregate:
+        return _aggregate(processor, spec, plan, topology, config)
+    if kind is KTableMapValues:
+        previous = plan.steps[-1] if plan.steps else None
+        if not (isinstance(previous, Aggregate) and previous.specs is not None and _is_finish(processor.mapper)):
+            raise NotCompilable(f"node {name!r}: table map_values with {_callable_name(processor.mapper)}")
+        return Finish(name, processor.store_name)
+    if kind is KTableToStream:
+        return ToStream(name)
+    names: dict[type, str] = {
+        ops.KStreamFilter: "filter", ops.KStreamMap: "map", ops.KStreamMapValues: "map_values",
+        ops.KStreamSelectKey: "select_key/group_by", ops.KStreamFlatMap: "flat_map",
+        ops.KStreamFlatMapValues: "flat_map_values", ops.KStreamPeek: "peek/foreach", ops.KStreamBranch: "split",
+    }  # fmt: skip
+    what = names.get(kind)
+    if what is not None:
+        fn = getattr(processor, "predicate", None) or getattr(processor, "mapper", None)
+        fn = fn or getattr(processor, "action", None)
+        return _refuse(name, f"{what} with a Python function ({_callable_name(fn)}): opaque to Spark")
+    if kind is ops.PassThrough:
+        return _refuse(name, "merge of several streams")
+    return _refuse(name, f"{kind.__name__} (no compiled form: Processor API or an unsupported operation)")
+
+
+def _refuse(name: str, reason: str) -> Step:
+    raise NotCompilable(f"node {name!r}: {reason}")
+
+
+def _aggregate(
+    processor: KStreamAggregate, spec: ProcessorSpec, plan: CompiledPlan, topology: Topology, config: StreamsConfig
+) -> Aggregate:
+    name = spec.name
+    if config.statestore_cache_max_bytes > 0:
+        raise NotCompilable(
+            f"node {name!r}: statestore_cache_max_bytes > 0 (the record cache decides which updates are emitted)"
+        )
+    if any(isinstance(s, Aggregate) for s in plan.steps):
+        raise NotCompilable(f"node {name!r}: a second aggregation in one sub-topology")
+    if processor.aggregator is grouped._count_add and processor.initializer is grouped._zero:
+        return Aggregate(name, processor.store_name, None)
+    if _qualname(processor.aggregator) == "named_aggregation.<locals>.aggregator":
+        _need_json(plan, name)
+        checked = inspect.getclosurevars(processor.aggregator).nonlocals.get("checked")
+        assert isinstance(checked, dict)
+        return Aggregate(name, processor.store_name, dict(checked))
+    raise NotCompilable(f"node {name!r}: aggregate with {_callable_name(processor.aggregator)}: opaque to Spark")
+
+
+def _is_finish(fn: Callable[..., Any]) -> bool:
+    return _qualname(fn) == "named_aggregation.<locals>.finish"
+
+
+def _check_order(plan: CompiledPlan) -> None:
+    """After an aggregation only its finish, ``to_stream`` and a sink are compiled; a sink ends the chain."""
+    seen_aggregate = False
+    for step in plan.steps:
+        if isinstance(step, Aggregate):
+            seen_aggregate = True
+        elif isinstance(step, STATELESS) and seen_aggregate:
+            raise NotCompilable(f"node {step.node!r}: {type(step).__name__} after an aggregation is not compiled")
+        elif isinstance(step, Sink) and seen_aggregate and not isinstance(plan.steps[-2], ToStream):
+            raise NotCompilable(f"sink {step.node!r} of a table without to_stream")
+
+
+def _need_json(plan: CompiledPlan, node: str) -> None:
+    if type(plan.value_serde) is not JsonSerde:
+        raise NotCompilable(
+            f"node {node!r}: reads fields of values whose serde is {type(plan.value_serde).__name__} (JSON only)"
+        )
+
+
+def _qualname(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", ""))
+
+
+def _callable_name(fn: Any) -> str:
+    name = _qualname(fn) or type(fn).__name__
+    return "a lambda" if "<lambda>" in name else name

@@ -1,0 +1,71 @@
+"""JSON values as Spark structs with the types the runtime's ``orjson.loads`` gives their fields.
+
+One pass over the stage's values finds each read field's JSON type (``schema_of_variant`` of the parsed
+value): integers read as ``bigint``, numbers with a fraction or exponent as ``double``, strings, booleans.
+Data the compiled path cannot read as the runtime does takes the replay path, naming the field and the
+reason: invalid JSON (the deserialization handler decides live), non-object values, a field that mixes
+types (ints and floats keep their own type in Python), nested objects or lists, integers beyond 64 bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kstream_nb.spark.compiled.planner import NotCompilable
+
+_INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+
+
+def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
+    """Spark type per field of the values of ``frame`` (column ``value``, binary JSON); fields never set
+    (always missing or null) read as ``string`` nulls."""
+    from pyspark.sql import functions as F
+
+    parsed = F.try_parse_json(F.col("value").cast("string"))
+    checks = [
+        F.sum(F.when(F.col("value").isNotNull() & parsed.isNull(), 1).otherwise(0)).alias("_invalid"),
+        F.sum(
+            F.when(parsed.isNotNull() & ~F.schema_of_variant(parsed).startswith("OBJECT"), 1).otherwise(0)
+        ).alias("_not_object"),
+    ]
+    names = sorted(fields)
+    for i, name in enumerate(names):
+        checks.append(
+            F.collect_set(F.schema_of_variant(F.try_variant_get(parsed, _path(name), "variant"))).alias(f"_f{i}")
+        )
+    row = frame.agg(*checks).collect()[0]
+    if row["_invalid"]:
+        raise NotCompilable(f"{row['_invalid']} value(s) are not valid JSON (the deserialization handler decides)")
+    if row["_not_object"]:
+        raise NotCompilable(f"{row['_not_object']} value(s) are not JSON objects")
+    return {name: _spark_type(name, set(row[f"_f{i}"]) - {"VOID"}) for i, name in enumerate(names)}
+
+
+def _spark_type(name: str, kinds: set[str]) -> str:
+    mapped = set()
+    for kind in kinds:
+        if kind in _INTEGERS:
+            mapped.add("bigint")
+        elif kind in ("DOUBLE", "FLOAT") or (kind.startswith("DECIMAL(") and not kind.endswith(",0)")):
+            mapped.add("double")
+        elif kind in ("STRING", "BOOLEAN"):
+            mapped.add(kind.lower())
+        else:
+            raise NotCompilable(f"field {name!r} holds {kind} values (not compiled)")
+    if len(mapped) > 1:
+        raise NotCompilable(f"field {name!r} mixes {sorted(mapped)} values (each keeps its type live)")
+    return mapped.pop() if mapped else "string"
+
+
+def _path(name: str) -> str:
+    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+
+def parse_values(frame: Any, schema: dict[str, str]) -> Any:
+    """``frame`` with ``v``: the value parsed into a struct of the read fields (null for a null value)."""
+    from pyspark.sql import functions as F
+
+    if not schema:
+        return frame.withColumn("v", F.lit(None).cast("struct<_none:string>"))
+    ddl = ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in schema.items())
+    return frame.withColumn("v", F.from_json(F.col("value").cast("string"), f"struct<{ddl}>"))
