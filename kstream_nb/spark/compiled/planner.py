@@ -1,10 +1,12 @@
 """Which sub-topology compiles to a Spark plan, and why not: the first operation the compiled path cannot
 translate is named, with the reason (a lambda is opaque to Catalyst; a Processor API node has its own state).
 
-A sub-topology compiles when it is one chain from one source node: column-expression filters, ``assign``,
-projections, a repartition's null-key filter, then optionally ``count``/``agg`` by the current key (emitting
-on update), its table's ``to_stream``, and one sink with the default partitioner. The chain's processors
-are made by their suppliers, as a task makes them, and recognised by class.
+A sub-topology compiles when it is a tree from one source node whose every branch is: column-expression
+filters, ``assign``, projections, a repartition's null-key filter, then optionally ``count``/``agg`` by the
+current key (emitting on update) and its table's ``to_stream``, ending in a sink with the default
+partitioner (or nothing). A branch is a path from the source to a leaf, in the order a record's writes happen
+live (children in order, depth first). Processors are made by their suppliers, as a task makes them, and
+recognised by class.
 """
 
 from __future__ import annotations
@@ -100,14 +102,9 @@ STATELESS = (ExprFilter, Assign, Project, DropNullKeys)
 
 
 @dataclass
-class CompiledPlan:
-    """One sub-topology as a chain of steps the compiled path translates."""
+class Branch:
+    """The steps from the source to one leaf of the sub-topology."""
 
-    subtopology: int
-    source: str
-    source_topics: tuple[str, ...]
-    key_serde: Serde
-    value_serde: Serde
     steps: list[Step] = field(default_factory=list)
 
     @property
@@ -140,6 +137,24 @@ class CompiledPlan:
         return " -> ".join(type(s).__name__ for s in self.steps)
 
 
+@dataclass
+class CompiledPlan:
+    """One sub-topology as the branches the compiled path translates."""
+
+    subtopology: int
+    source: str
+    source_topics: tuple[str, ...]
+    key_serde: Serde
+    value_serde: Serde
+    branches: list[Branch] = field(default_factory=list)
+
+    def fields(self) -> set[str]:
+        return set().union(*(b.fields() for b in self.branches))
+
+    def describe(self) -> str:
+        return "; ".join(b.describe() for b in self.branches)
+
+
 def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig) -> CompiledPlan:
     """The compiled plan of ``sub``; raises ``NotCompilable`` naming the first operation it cannot translate."""
     specs = topology.node_specs
@@ -155,23 +170,29 @@ def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig
         sub.id, source.name, source.topics, source.key_serde or config.default_key_serde,
         source.value_serde or config.default_value_serde,
     )  # fmt: skip
-    name = source.name
-    while True:
-        children = topology.children(name)
-        if not children:
-            break
-        if len(children) > 1:
-            raise NotCompilable(f"node {name!r} feeds {len(children)} nodes (branches are not compiled)")
-        name = children[0]
-        spec = specs[name]
-        if isinstance(spec, SinkSpec):
-            plan.steps.append(_sink(spec, config))
-            continue
-        if not isinstance(spec, ProcessorSpec):
-            raise NotCompilable(f"node {name!r}: {type(spec).__name__} is not compiled")
-        plan.steps.append(_step(spec, plan, topology, config))
-    _check_order(plan)
+    _walk(topology, config, plan, source.name, [])
+    sinks = [b.sink for b in plan.branches if b.sink is not None]
+    for branch in plan.branches:
+        _check_order(branch)
+    if len({s.topic for s in sinks}) < len(sinks):
+        raise NotCompilable("several sinks write one topic (their null keys share a round robin live)")
     return plan
+
+
+def _walk(topology: Topology, config: StreamsConfig, plan: CompiledPlan, name: str, steps: list[Step]) -> None:
+    """Adds the branches below node ``name`` (reached through ``steps``), children in order."""
+    children = topology.children(name)
+    if not children:
+        plan.branches.append(Branch(list(steps)))
+    for child in children:
+        spec = topology.node_specs[child]
+        if isinstance(spec, SinkSpec):
+            step: Step = _sink(spec, config)
+        elif isinstance(spec, ProcessorSpec):
+            step = _step(spec, plan, steps, topology, config)
+        else:
+            raise NotCompilable(f"node {child!r}: {type(spec).__name__} is not compiled")
+        _walk(topology, config, plan, child, [*steps, step])
 
 
 def _sink(spec: SinkSpec, config: StreamsConfig) -> Sink:
@@ -183,7 +204,9 @@ def _sink(spec: SinkSpec, config: StreamsConfig) -> Sink:
     )  # fmt: skip
 
 
-def _step(spec: ProcessorSpec, plan: CompiledPlan, topology: Topology, config: StreamsConfig) -> Step:
+def _step(
+    spec: ProcessorSpec, plan: CompiledPlan, steps: list[Step], topology: Topology, config: StreamsConfig
+) -> Step:
     name = spec.name
     if isinstance(spec.supplier, RepartitionNullKeyFilter):
         if spec.supplier.keep_null_keys:
@@ -207,9 +230,9 @@ def _step(spec: ProcessorSpec, plan: CompiledPlan, topology: Topology, config: S
         _need_json(plan, name)
         return Project(name, tuple(processor.names))
     if kind is KStreamAggregate:
-        return _aggregate(processor, spec, plan, topology, config)
+        return _aggregate(processor, spec, plan, steps, config)
     if kind is KTableMapValues:
-        previous = plan.steps[-1] if plan.steps else None
+        previous = steps[-1] if steps else None
         if not (isinstance(previous, Aggregate) and previous.specs is not None and _is_finish(processor.mapper)):
             raise NotCompilable(f"node {name!r}: table map_values with {_callable_name(processor.mapper)}")
         return Finish(name, processor.store_name)
@@ -235,14 +258,14 @@ def _refuse(name: str, reason: str) -> Step:
 
 
 def _aggregate(
-    processor: KStreamAggregate, spec: ProcessorSpec, plan: CompiledPlan, topology: Topology, config: StreamsConfig
+    processor: KStreamAggregate, spec: ProcessorSpec, plan: CompiledPlan, steps: list[Step], config: StreamsConfig
 ) -> Aggregate:
     name = spec.name
     if config.statestore_cache_max_bytes > 0:
         raise NotCompilable(
             f"node {name!r}: statestore_cache_max_bytes > 0 (the record cache decides which updates are emitted)"
         )
-    if any(isinstance(s, Aggregate) for s in plan.steps):
+    if any(isinstance(s, Aggregate) for s in steps):
         raise NotCompilable(f"node {name!r}: a second aggregation in one sub-topology")
     if processor.aggregator is grouped._count_add and processor.initializer is grouped._zero:
         return Aggregate(name, processor.store_name, None)
@@ -258,15 +281,15 @@ def _is_finish(fn: Callable[..., Any]) -> bool:
     return _qualname(fn) == "named_aggregation.<locals>.finish"
 
 
-def _check_order(plan: CompiledPlan) -> None:
-    """After an aggregation only its finish, ``to_stream`` and a sink are compiled; a sink ends the chain."""
+def _check_order(branch: Branch) -> None:
+    """After an aggregation only its finish, ``to_stream`` and a sink are compiled."""
     seen_aggregate = False
-    for step in plan.steps:
+    for i, step in enumerate(branch.steps):
         if isinstance(step, Aggregate):
             seen_aggregate = True
         elif isinstance(step, STATELESS) and seen_aggregate:
             raise NotCompilable(f"node {step.node!r}: {type(step).__name__} after an aggregation is not compiled")
-        elif isinstance(step, Sink) and seen_aggregate and not isinstance(plan.steps[-2], ToStream):
+        elif isinstance(step, Sink) and seen_aggregate and not isinstance(branch.steps[i - 1], ToStream):
             raise NotCompilable(f"sink {step.node!r} of a table without to_stream")
 
 

@@ -17,7 +17,15 @@ from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark.compiled.aggregate import result_builder, running_aggregates, state_builder
 from kstream_nb.spark.compiled.codec import encode_objects, pickle_keys, recode_keys, recode_values
 from kstream_nb.spark.compiled.ordering import processing_order
-from kstream_nb.spark.compiled.planner import STATELESS, Aggregate, CompiledPlan, DropNullKeys, Finish, Sink
+from kstream_nb.spark.compiled.planner import (
+    STATELESS,
+    Aggregate,
+    Branch,
+    CompiledPlan,
+    DropNullKeys,
+    Finish,
+    Sink,
+)
 from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
 from kstream_nb.spark.compiled.values import parse_values, value_schema
 from kstream_nb.topology.topology import Topology
@@ -45,56 +53,53 @@ def run_compiled(
 
     topics = [resolve(t) for t in plan.source_topics]
     source_topic = topics[0]
-    fields = plan.fields()
-    schema = value_schema(frame, fields) if fields or _reads_values(plan) else {}
+    reads = any(_reads_values(b) for b in plan.branches)
+    schema = value_schema(frame, plan.fields()) if reads else {}
     ordered = processing_order(frame, topics, written)
     stats = ordered.groupBy("partition").agg(
         F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
     )
-    records = parse_values(ordered, schema) if schema or _reads_values(plan) else ordered
-    value_fields = ValueFields()
-    records = apply_stateless(records, [s for s in plan.steps if isinstance(s, STATELESS)], value_fields)
-    sink = plan.sink
+    records = parse_values(ordered, schema) if reads else ordered
     outputs: list[Any] = []
-    step = plan.aggregate
-    dropped = None
-    if step is None:
-        if sink is not None:
-            outputs.append(
-                _stateless_out(plan, records, sink, value_fields, resolve, counts, sink_serdes, source_topic)
-            )
-    else:
-        kept = F.col("key").isNotNull() & F.col("value").isNotNull()
-        dropped = records.where(~kept).groupBy("partition").agg(F.count(F.lit(1)).alias("dropped"))
+    drops: list[Any] = []
+    aggregated: set[str] = set()
+    for i, branch in enumerate(plan.branches):
+        seq = F.col("pos") * len(plan.branches) + i  # a record's writes in branch order, as live
+        value_fields = ValueFields()
+        kept = apply_stateless(records, [s for s in branch.steps if isinstance(s, STATELESS)], value_fields)
+        sink, step = branch.sink, branch.aggregate
+        if step is None:
+            if sink is not None:
+                outputs.append(
+                    _stateless_out(plan, kept, sink, value_fields, seq, resolve, counts, sink_serdes, source_topic)
+                )
+            continue
+        first = step.node not in aggregated  # a table read by several branches is computed once per branch
+        aggregated.add(step.node)
+        valid = F.col("key").isNotNull() & F.col("value").isNotNull()
+        if first:
+            drops.append(kept.where(~valid).select("partition"))
         outputs.extend(
             _aggregate_out(
-                plan,
-                step,
-                records.where(kept),
-                schema,
-                topology,
-                config,
-                resolve,
-                counts,
-                sink_serdes,
-                source_topic,
+                plan, branch, step, kept.where(valid), schema, seq, first, topology, config, resolve, counts,
+                sink_serdes, source_topic,
             )
-        )
-    outputs.append(_stat_rows(plan, stats, dropped))
+        )  # fmt: skip
+    outputs.append(_stat_rows(plan, stats, drops))
     result = outputs[0]
     for more in outputs[1:]:
         result = result.unionByName(more)
     return result
 
 
-def _reads_values(plan: CompiledPlan) -> bool:
+def _reads_values(branch: Branch) -> bool:
     """Whether a step reads the values' fields (a filter, assign, projection or named aggregation)."""
-    stateless = any(isinstance(s, STATELESS) and not isinstance(s, DropNullKeys) for s in plan.steps)
-    return stateless or bool(plan.aggregate and plan.aggregate.specs)
+    stateless = any(isinstance(s, STATELESS) and not isinstance(s, DropNullKeys) for s in branch.steps)
+    return stateless or bool(branch.aggregate and branch.aggregate.specs)
 
 
 def _stateless_out(
-    plan: CompiledPlan, records: Any, sink: Sink, fields: ValueFields, resolve: Callable[[str], str],
+    plan: CompiledPlan, records: Any, sink: Sink, fields: ValueFields, seq: Any, resolve: Callable[[str], str],
     counts: Mapping[str, int], sink_serdes: Mapping[str, tuple[Serde, Serde]], source_topic: str,
 ) -> Any:  # fmt: skip
     from pyspark.sql import functions as F
@@ -106,13 +111,13 @@ def _stateless_out(
     out = records.withColumn("k", keys(F.col("key"))).withColumn(
         "val", values(F.col("value"), fields.assigned_struct())
     )
-    return _out_rows(out, topic, counts.get(topic, 1), "ts")
+    return _out_rows(out, topic, counts.get(topic, 1), seq, "ts")
 
 
 def _aggregate_out(
-    plan: CompiledPlan, step: Aggregate, records: Any, schema: dict[str, str], topology: Topology,
-    config: StreamsConfig, resolve: Callable[[str], str], counts: Mapping[str, int],
-    sink_serdes: Mapping[str, tuple[Serde, Serde]], source_topic: str,
+    plan: CompiledPlan, branch: Branch, step: Aggregate, records: Any, schema: dict[str, str], seq: Any,
+    stores_too: bool, topology: Topology, config: StreamsConfig, resolve: Callable[[str], str],
+    counts: Mapping[str, int], sink_serdes: Mapping[str, tuple[Serde, Serde]], source_topic: str,
 ) -> list[Any]:  # fmt: skip
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -122,16 +127,18 @@ def _aggregate_out(
     store_keys = serde_from(spec) if spec is not None else config.default_key_serde
     grouped = recode_keys(plan.key_serde, store_keys, (source_topic, source_topic), 1, False)
     updates = running_aggregates(records.withColumn("gk", grouped(F.col("key"))["bytes"]), step, schema)
-    finish = next((s for s in plan.steps if isinstance(s, Finish)), None)
+    finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     result: list[Any] = []
-    sink = plan.sink
+    sink = branch.sink
     if sink is not None:
         topic = resolve(sink.topic)
         text = topic in sink_serdes
         keys = recode_keys(plan.key_serde, sink.key_serde, (source_topic, topic), counts.get(topic, 1), text)
         values = encode_objects(result_builder(step, finish is not None), sink.value_serde, topic, text)
         out = updates.withColumn("k", keys(F.col("key"))).withColumn("val", values(F.col("agg")))
-        result.append(_out_rows(out, topic, counts.get(topic, 1), "agg_ts"))
+        result.append(_out_rows(out, topic, counts.get(topic, 1), seq, "agg_ts"))
+    if not stores_too:
+        return result
     last = Window.partitionBy("partition", "gk").orderBy(F.col("pos").desc())
     final = updates.withColumn("_last", F.row_number().over(last)).where(F.col("_last") == 1)
     final = final.withColumn("pk", pickle_keys(plan.key_serde, source_topic)(F.col("key")))
@@ -154,7 +161,7 @@ def _aggregate_out(
     return result
 
 
-def _out_rows(out: Any, topic: str, partitions: int, ts: str) -> Any:
+def _out_rows(out: Any, topic: str, partitions: int, seq: Any, ts: str) -> Any:
     """Sink rows: a null key's partition goes round robin per task and topic, in the task's order."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -163,7 +170,7 @@ def _out_rows(out: Any, topic: str, partitions: int, ts: str) -> Any:
     partition = F.coalesce(F.col("k.partition"), ((F.row_number().over(null_keys) - 1) % partitions).cast("int"))
     return out.select(
         F.lit("out").alias("kind"), F.lit(topic).alias("topic"), partition.alias("partition"),
-        F.col("partition").cast("int").alias("task"), F.col("pos").cast("long").alias("seq"),
+        F.col("partition").cast("int").alias("task"), seq.cast("long").alias("seq"),
         F.col(ts).cast("long").alias("ts"), F.col("k.bytes").alias("key"), F.col("val.bytes").alias("value"),
         F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")).alias("headers"),
         F.col("k.text").alias("key_text"), F.col("val.text").alias("value_text"),
@@ -171,11 +178,17 @@ def _out_rows(out: Any, topic: str, partitions: int, ts: str) -> Any:
     )  # fmt: skip
 
 
-def _stat_rows(plan: CompiledPlan, stats: Any, dropped: Any) -> Any:
+def _stat_rows(plan: CompiledPlan, stats: Any, drops: list[Any]) -> Any:
+    """Per task: records processed, dropped (null key or value at an aggregation), the final stream time."""
     from pyspark.sql import functions as F
 
-    if dropped is not None:
-        stats = stats.join(dropped, "partition", "left")
+    if drops:
+        dropped = drops[0]
+        for more in drops[1:]:
+            dropped = dropped.unionByName(more)
+        stats = stats.join(
+            dropped.groupBy("partition").agg(F.count(F.lit(1)).alias("dropped")), "partition", "left"
+        )
     else:
         stats = stats.withColumn("dropped", F.lit(0))
     counters = F.struct(
