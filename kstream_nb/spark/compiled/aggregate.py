@@ -14,13 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kstream_nb.spark.compiled.planner import Aggregate, NotCompilable
+from kstream_nb.spark.compiled.stateless import ValueFields
 
 _NUMERIC = ("bigint", "double")
 
 
-def running_aggregates(frame: Any, step: Aggregate, schema: dict[str, str]) -> Any:
-    """``frame`` (kept records, with ``gk``: the key's store bytes, ``pos``, ``ts``, parsed ``v``) with
-    ``agg`` (a struct of the running aggregate's parts) and ``agg_ts`` (the result's timestamp)."""
+def running_aggregates(frame: Any, step: Aggregate, fields: ValueFields) -> Any:
+    """``frame`` (kept records, with ``gk``: the key's store bytes, ``pos``, ``ts``, the value's ``fields``)
+    with ``agg`` (a struct of the running aggregate's parts) and ``agg_ts`` (the result's timestamp)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -34,9 +35,9 @@ def running_aggregates(frame: Any, step: Aggregate, schema: dict[str, str]) -> A
         parts.append(F.count(F.lit(1)).over(running).alias("count"))
     else:
         for i, (field, fn) in enumerate(step.specs.values()):
-            x = F.col("v")[field]
-            if fn in ("sum", "mean") and schema.get(field) not in _NUMERIC:
-                raise NotCompilable(f"agg {fn} of field {field!r} holding {schema.get(field)} values")
+            x = fields.column(field)
+            if fn in ("sum", "mean") and fields.dtype(field) not in _NUMERIC:
+                raise NotCompilable(f"agg {fn} of field {field!r} holding {fields.dtype(field)} values")
             if fn in ("sum", "mean"):
                 parts.append(F.sum(x).over(running).alias(f"s{i}"))
             if fn in ("count", "mean"):

@@ -65,7 +65,7 @@ def run_compiled(
     aggregated: set[str] = set()
     for i, branch in enumerate(plan.branches):
         seq = F.col("pos") * len(plan.branches) + i  # a record's writes in branch order, as live
-        value_fields = ValueFields()
+        value_fields = ValueFields(schema)
         kept = apply_stateless(records, [s for s in branch.steps if isinstance(s, STATELESS)], value_fields)
         sink, step = branch.sink, branch.aggregate
         if step is None:
@@ -81,7 +81,7 @@ def run_compiled(
             drops.append(kept.where(~valid).select("partition"))
         outputs.extend(
             _aggregate_out(
-                plan, branch, step, kept.where(valid), schema, seq, first, topology, config, resolve, counts,
+                plan, branch, step, kept.where(valid), value_fields, seq, first, topology, config, resolve, counts,
                 sink_serdes, source_topic,
             )
         )  # fmt: skip
@@ -115,7 +115,7 @@ def _stateless_out(
 
 
 def _aggregate_out(
-    plan: CompiledPlan, branch: Branch, step: Aggregate, records: Any, schema: dict[str, str], seq: Any,
+    plan: CompiledPlan, branch: Branch, step: Aggregate, records: Any, fields: ValueFields, seq: Any,
     stores_too: bool, topology: Topology, config: StreamsConfig, resolve: Callable[[str], str],
     counts: Mapping[str, int], sink_serdes: Mapping[str, tuple[Serde, Serde]], source_topic: str,
 ) -> list[Any]:  # fmt: skip
@@ -126,7 +126,7 @@ def _aggregate_out(
     spec = getattr(builder, "key_serde", None)
     store_keys = serde_from(spec) if spec is not None else config.default_key_serde
     grouped = recode_keys(plan.key_serde, store_keys, (source_topic, source_topic), 1, False)
-    updates = running_aggregates(records.withColumn("gk", grouped(F.col("key"))["bytes"]), step, schema)
+    updates = running_aggregates(records.withColumn("gk", grouped(F.col("key"))["bytes"]), step, fields)
     finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     result: list[Any] = []
     sink = branch.sink

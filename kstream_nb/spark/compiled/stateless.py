@@ -11,17 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from kstream_nb.spark.compiled.codec import ValueOp
-from kstream_nb.spark.compiled.planner import Assign, DropNullKeys, ExprFilter, Project, Step
-from kstream_nb.spark.expressions import to_spark
+from kstream_nb.spark.compiled.planner import Assign, DropNullKeys, ExprFilter, NotCompilable, Project, Step
+from kstream_nb.spark.expressions import result_type, to_spark
 
 
 class ValueFields:
     """Where each field of the current value comes from: the parsed value, an assigned column, or nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema: dict[str, str]) -> None:
         from pyspark.sql import functions as F
 
         self.F = F
+        self.types: dict[str, str | None] = dict(schema)  # field -> its Spark type (None: always null)
         self.assigned: dict[str, str] = {}  # field -> column holding its assigned value
         self.visible: set[str] | None = None  # after a projection: the only fields there are
         self.ops: list[ValueOp] = []
@@ -34,14 +35,27 @@ class ValueFields:
             return self.F.lit(None)
         return self.F.col("v")[name]
 
+    def dtype(self, name: str) -> str | None:
+        if self.visible is not None and name not in self.visible:
+            return None
+        return self.types.get(name)
+
+    def where(self, expr: Any) -> Any:
+        """A filter's condition: null counts as false."""
+        return self.F.coalesce(to_spark(expr, self.F, self.column, self.dtype), self.F.lit(False))
+
     def assign(self, frame: Any, columns: dict[str, Any]) -> Any:
         """Adds one column per assignment, in order (each may read the ones before)."""
         mapping = {}
         for name, expr in columns.items():
             column = f"_a{self._count}"
             self._count += 1
-            frame = frame.withColumn(column, to_spark(expr, self.F, self.column))
+            kind = result_type(expr, self.dtype)
+            if kind is None:
+                raise NotCompilable(f"assign({name}=...): the type of its values depends on the record ({expr!r})")
+            frame = frame.withColumn(column, to_spark(expr, self.F, self.column, self.dtype))
             self.assigned[name] = column
+            self.types[name] = kind
             mapping[name] = column
             if self.visible is not None:
                 self.visible.add(name)
@@ -50,6 +64,7 @@ class ValueFields:
 
     def project(self, names: tuple[str, ...]) -> None:
         self.assigned = {n: c for n, c in self.assigned.items() if n in names}
+        self.types = {n: self.dtype(n) for n in names}
         self.visible = set(names)
         self.ops.append(("project", names))
 
@@ -66,7 +81,7 @@ def apply_stateless(frame: Any, steps: list[Step], fields: ValueFields) -> Any:
     F = fields.F
     for step in steps:
         if isinstance(step, ExprFilter):
-            frame = frame.where(F.coalesce(to_spark(step.expr, F, fields.column), F.lit(False)))
+            frame = frame.where(fields.where(step.expr))
         elif isinstance(step, Assign):
             frame = fields.assign(frame, step.columns)
         elif isinstance(step, Project):
