@@ -11,7 +11,6 @@ It needs pyarrow, the runtime and pyspark's bundled cloudpickle.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import shutil
 import tempfile
@@ -137,6 +136,9 @@ def merge_order(writers: np.ndarray, seqs: np.ndarray, ts: np.ndarray) -> np.nda
 
     This is the order the partition gets live when its writers advance together in event time; live,
     thread scheduling decides the interleaving, so it may differ there (each writer's order never does).
+    Merging the writers' streams by head timestamp is sorting by (the running maximum of the writer's
+    timestamps up to the record, writer, sequence): a record older than one its writer sent before leaves
+    right after it. ``runner._ordered_output`` sorts the outputs by the same key in Spark.
     """
     n = len(writers)
     if n == 0:
@@ -145,16 +147,12 @@ def merge_order(writers: np.ndarray, seqs: np.ndarray, ts: np.ndarray) -> np.nda
     w, t = writers[by_writer], ts[by_writer]
     if (w == w[0]).all():
         return by_writer
-    same = w[1:] == w[:-1]
-    if not (t[1:][same] < t[:-1][same]).any():  # each writer's timestamps are non-decreasing
-        return np.lexsort((seqs, writers, ts))
-    runs: list[list[tuple[int, int, int]]] = []
-    start = 0
-    for i in range(1, n + 1):
-        if i == n or w[i] != w[i - 1]:
-            runs.append([(int(t[j]), int(w[j]), int(by_writer[j])) for j in range(start, i)])
-            start = i
-    return np.fromiter((row for _, _, row in heapq.merge(*runs, key=lambda r: (r[0], r[1]))), np.int64, n)
+    # the running max per writer: one cumulative max over the writers' runs lifted apart
+    run = np.concatenate(([0], np.cumsum(w[1:] != w[:-1])))
+    span = int(t.max()) - int(t.min()) + 1
+    lifted = (t - t.min()) + run * span
+    running = np.maximum.accumulate(lifted) - run * span + t.min()
+    return by_writer[np.lexsort((np.arange(n), w, running))]
 
 
 def _headers(column: pa.ChunkedArray) -> list[Headers]:
@@ -318,26 +316,6 @@ def _config_settings(config: StreamsConfig) -> dict[str, Any]:
     from dataclasses import fields
 
     return {f.name: getattr(config, f.name) for f in fields(config)}
-
-
-def order_output_partition(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows of one output partition (kind "out") in offset order, with offsets from 0, as ``schema``."""
-    order = merge_order(
-        table.column("task").to_numpy(), table.column("seq").to_numpy(), table.column("ts").to_numpy()
-    )
-    ordered = table.take(pa.array(order))
-    columns = {
-        "partition": ordered.column("partition"),
-        "offset": pa.array(np.arange(len(order), dtype=np.int64)),
-        "timestamp": pc.multiply(ordered.column("ts"), 1000),
-        "key": ordered.column("key_text"),
-        "value": ordered.column("value_text"),
-        "headers": ordered.column("headers"),
-        "task": ordered.column("task"),
-        "key_bytes": ordered.column("key"),
-        "value_bytes": ordered.column("value"),
-    }
-    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
 def stage_function(plan: StagePlan, schema: pa.Schema) -> Callable[[pa.Table], pa.Table]:

@@ -2,8 +2,9 @@
 
 How it runs (one Spark job per sub-topology, in dependency order):
 
-1. The user topics the topology reads are read with the ``kstream`` data source (``memory://`` topics are
-   first snapshotted to Parquet in the driver: Spark's workers cannot see the embedded cluster).
+1. The user topics the topology reads: Kafka topics with the ``kstream`` data source; Parquet archives and
+   ``memory://`` topics (snapshotted to Parquet in the driver first: Spark's workers cannot see the
+   embedded cluster) with Spark's own Parquet reader (``source.read_history``).
 2. A sub-topology's input records are grouped by partition number across its source topics
    (``groupBy("partition").applyInArrow``): one group = one task, exactly as the live assignor makes them.
 3. In the worker the (cloudpickled) topology builds a fresh ``StreamTask`` for that partition, which
@@ -52,10 +53,10 @@ from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.assignor import StreamsPartitionAssignor
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark.compiled import EngineChoice
-from kstream_nb.spark.replay import OUT_DDL, StagePlan, arrow_schema, order_output_partition, stage_function
+from kstream_nb.spark.replay import OUT_DDL, StagePlan, arrow_schema, stage_function
 from kstream_nb.spark.result import BacktestOutput, BacktestResult, BacktestStore
 from kstream_nb.spark.session import spark_session
-from kstream_nb.spark.source import read_topic, to_epoch_ms
+from kstream_nb.spark.source import read_history, to_epoch_ms
 from kstream_nb.state.builders import WindowStoreBuilder
 from kstream_nb.topology.naming import changelog_topic
 from kstream_nb.topology.topology import SinkSpec, SubTopology, Topology
@@ -198,7 +199,7 @@ def backtest(
     inputs: dict[str, Any] = {}
     for topic in user_inputs:
         say(f"reading {topic!r} ({known[topic]} partitions)")
-        df = read_topic(
+        df = read_history(
             spark, topic, bootstrap_servers=bootstrap_servers, start=to_epoch_ms(start, "start"),
             end=to_epoch_ms(end, "end"), path=archives.get(topic), client_config=client_config,
             snapshot_dir=snapshot_dir,
@@ -357,12 +358,21 @@ def _large_types(spark: Any) -> bool:
 
 
 def _ordered_output(spark: Any, records: Any) -> Any:
+    """One output topic's records per partition in offset order (from 0): the writer tasks' streams merged
+    lowest timestamp first, each task's own order kept; ``replay.merge_order``'s sort key, in Spark."""
     if records is None:
         return spark.createDataFrame([], OUTPUT_DDL)
-    schema = arrow_schema(OUTPUT_DDL, _large_types(spark))
-    return records.groupBy("partition").applyInArrow(
-        lambda table: order_output_partition(table, schema), OUTPUT_DDL
-    )
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    writer = Window.partitionBy("partition", "task").orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
+    merged = Window.partitionBy("partition").orderBy("running_ts", "task", "seq")
+    return records.withColumn("running_ts", F.max("ts").over(writer)).select(
+        F.col("partition").cast("int"), (F.row_number().over(merged) - 1).cast("long").alias("offset"),
+        F.timestamp_millis("ts").alias("timestamp"), F.col("key_text").alias("key"),
+        F.col("value_text").alias("value"), "headers", F.col("task").cast("int"),
+        F.col("key").alias("key_bytes"), F.col("value").alias("value_bytes"),
+    )  # fmt: skip
 
 
 def _global_records(
