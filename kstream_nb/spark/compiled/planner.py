@@ -212,6 +212,9 @@ def _step(
         if spec.supplier.keep_null_keys:
             raise NotCompilable(f"node {name!r}: a repartition that keeps null keys (a left join downstream)")
         return DropNullKeys(name)
+    if not str(getattr(spec.supplier, "__module__", "")).startswith("kstream_nb."):
+        # a user's supplier is not called here: making a processor may have effects (connections, files)
+        raise NotCompilable(f"node {name!r}: Processor API ({_callable_name(spec.supplier)})")
     processor: Any = spec.supplier()
     kind = type(processor)
     if kind is ops.KStreamExprFilter:

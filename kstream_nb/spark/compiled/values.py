@@ -5,6 +5,7 @@ value): integers read as ``bigint``, numbers with a fraction or exponent as ``do
 Data the compiled path cannot read as the runtime does takes the replay path, naming the field and the
 reason: invalid JSON (the deserialization handler decides live), non-object values, a field that mixes
 types (ints and floats keep their own type in Python), nested objects or lists, integers beyond 64 bits.
+(The parsed variant keeps a number's digits: ``10.0`` is DECIMAL(2,0), ``10`` BIGINT.)
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _spark_type(name: str, kinds: set[str]) -> str:
     for kind in kinds:
         if kind in _INTEGERS:
             mapped.add("bigint")
-        elif kind in ("DOUBLE", "FLOAT") or (kind.startswith("DECIMAL(") and not kind.endswith(",0)")):
+        elif kind in ("DOUBLE", "FLOAT") or (kind.startswith("DECIMAL(") and _fraction_or_small(kind)):
             mapped.add("double")
         elif kind in ("STRING", "BOOLEAN"):
             mapped.add(kind.lower())
@@ -55,6 +56,13 @@ def _spark_type(name: str, kinds: set[str]) -> str:
     if len(mapped) > 1:
         raise NotCompilable(f"field {name!r} mixes {sorted(mapped)} values (each keeps its type live)")
     return mapped.pop() if mapped else "string"
+
+
+def _fraction_or_small(decimal: str) -> bool:
+    """Whether a variant DECIMAL(p,s) is a JSON number with a fraction: a scale, or (``10.0`` parses as
+    DECIMAL(2,0)) fewer than 19 digits, since an integer token that fits 64 bits parses as an integer type."""
+    precision, scale = (int(x) for x in decimal[len("DECIMAL(") : -1].split(","))
+    return scale > 0 or precision < 19
 
 
 def _path(name: str) -> str:
