@@ -40,7 +40,8 @@ def _compiled_reason(build: Any, **config: Any) -> str:
     topology = b.build()
     sub = topology.subtopologies()[0]
     try:
-        return "compiled: " + plan_subtopology(topology, sub, StreamsConfig.of(application_id="t", **config)).describe()
+        plan = plan_subtopology(topology, sub, StreamsConfig.of(application_id="t", **config))
+        return "compiled: " + plan.describe()
     except NotCompilable as e:
         return str(e)
 
@@ -48,7 +49,7 @@ def _compiled_reason(build: Any, **config: Any) -> str:
 @pytest.mark.parametrize(
     ("build", "config", "expected"),
     [
-        (lambda b: b.stream("in").filter(lambda k, v: v).to("out"), {}, "filter with a Python function (a lambda)"),
+        (lambda b: b.stream("in").filter(lambda k, v: v).to("out"), {}, "filter with a Python function"),
         (lambda b: b.stream("in").map_values(str.upper).to("out"), {}, "map_values with a Python function"),
         (lambda b: b.stream("in").process(Upper).to("out"), {}, "Processor API (Upper)"),
         (lambda b: b.stream("in").to("out", partitioner=lambda k, v, n: 0), {}, "a custom partitioner (a lambda)"),
@@ -65,7 +66,7 @@ def _compiled_reason(build: Any, **config: Any) -> str:
     ids=["filter-lambda", "map-values", "processor", "partitioner", "cache", "reduce", "string-values", "count",
          "expressions"],
 )  # fmt: skip
-def test_planner_names_the_operation_that_prevents_compiling(build: Any, config: dict[str, Any], expected: str) -> None:
+def test_planner_names_what_prevents_compiling(build: Any, config: dict[str, Any], expected: str) -> None:
     reason = _compiled_reason(build, **config)
     assert expected in reason
     if not reason.startswith("compiled"):
@@ -113,8 +114,8 @@ def _topology(t: dict[str, str]) -> ks.Topology:
 
 
 def _outputs(result: BacktestResult, topic: str) -> list[tuple[Any, ...]]:
-    rows = result.outputs[topic].df.select("partition", "offset", "timestamp", "key_bytes", "value_bytes").collect()
-    return sorted(tuple(r) for r in rows)
+    columns = ("partition", "offset", "timestamp", "key_bytes", "value_bytes")
+    return sorted(tuple(r) for r in result.outputs[topic].df.select(*columns).collect())
 
 
 def test_a_mixed_plan_gives_the_replays_bytes_and_the_recount(spark: Any, url: str) -> None:
