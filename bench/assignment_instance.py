@@ -108,7 +108,6 @@ def main(argv: list[str]) -> int:
     for name in ("bootstrap", "app_id", "topology", "input", "output", "state_dir"):
         parser.add_argument(name)
     parser.add_argument("--standbys", type=int, default=0)
-    parser.add_argument("--assignment", choices=("range", "leader"), default="range")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(threadName)s %(levelname)s %(name)s %(message)s"
@@ -120,7 +119,6 @@ def main(argv: list[str]) -> int:
         bootstrap_servers=args.bootstrap,
         commit_interval_ms=100,
         num_standby_replicas=args.standbys,
-        kafka_task_assignment=args.assignment,
         state_dir=args.state_dir,
         client_config=dict(FAST_CLIENT_CONFIG),
     )

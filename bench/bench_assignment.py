@@ -257,12 +257,8 @@ def wait_for(what: str, condition: Callable[[], bool], timeout: float, running: 
     return time.time()
 
 
-#: options every instance gets (``--assignment``), set once by ``main``
-INSTANCE_OPTIONS: list[str] = []
-
-
 def instance_args(bootstrap: str, app_id: str, kind: str, topic: str, out: str, state: Path, standbys: int = 0):
-    return [bootstrap, app_id, kind, topic, out, str(state), "--standbys", str(standbys), *INSTANCE_OPTIONS]
+    return [bootstrap, app_id, kind, topic, out, str(state), "--standbys", str(standbys)]
 
 
 # ---- pause ----------------------------------------------------------------------------------------
@@ -526,11 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the results as JSON to this file")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 2 minutes in all)")
     parser.add_argument("--logs", help="directory for the instances' logs (default: a temp dir)")
-    parser.add_argument(
-        "--assignment", choices=("range", "leader"), default="range", help="the instances' kafka_task_assignment"
-    )
     args = parser.parse_args(argv)
-    INSTANCE_OPTIONS[:] = ["--assignment", args.assignment]
     sizes = QUICK if args.quick else Sizes()
     scenarios = ("pause", "failover", "scale") if args.scenario == "all" else (args.scenario,)
     log_dir = Path(args.logs or tempfile.mkdtemp(prefix="bench-assignment-"))
@@ -540,7 +532,6 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "sizes": vars(sizes),
-        "assignment": args.assignment,
     }
     print(f"load average before: {'/'.join(f'{x:.2f}' for x in load_before)}; logs in {log_dir}", flush=True)
     t_all = time.monotonic()

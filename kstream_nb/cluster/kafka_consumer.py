@@ -1,7 +1,8 @@
 """The Kafka consumer (confluent-kafka) behind the cluster contract, as Kafka's KafkaConsumer.
 
-A group member subscribes with librdkafka's range assignor and derives its tasks from the partitions it
-got (``kafka_assignment.py``); a reader (no group) reads manually assigned partitions. ``poll`` returns
+A group member subscribes with librdkafka's range assignor and reads the partitions the group gives it (a
+stream thread instead pairs a ``KafkaGroupMember`` with a ``KafkaFetchConsumer``: its tasks come from the
+assignment leader); a reader (no group) reads manually assigned partitions. ``poll`` returns
 ``FetchedBatch``es of raw columns, grouped per partition in fetch order. Rebalance callbacks run inside
 ``poll`` on the consumer's thread, as with the embedded cluster; offsets are committed asynchronously and
 their answers come back through a later ``poll``.
@@ -19,8 +20,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from kstream_nb.cluster.base import Consumer, GroupAssignor, RebalanceListener, Subscription
-from kstream_nb.cluster.kafka_assignment import LocalGroupAssignor
+from kstream_nb.cluster.base import Consumer, GroupAssignor, RebalanceListener
 from kstream_nb.cluster.kafka_config import with_metadata
 from kstream_nb.cluster.kafka_errors import (
     AUTHENTICATION_ERRORS,
@@ -50,8 +50,8 @@ class KafkaConsumer(Consumer):
         conf = dict(config)
         if str(conf.get("group.protocol", "classic")).lower() != "classic":
             raise StreamsError(
-                "kstream_nb derives tasks from librdkafka's range assignor, which needs the classic group "
-                f"protocol; remove group.protocol={conf['group.protocol']!r}"
+                "kstream_nb's group members need the classic group protocol (its leader assigns the tasks); "
+                f"remove group.protocol={conf['group.protocol']!r}"
             )
         reset = str(conf.get("auto.offset.reset", "earliest")).lower()
         if reset not in ("earliest", "latest", "none", "smallest", "largest", "beginning", "end", "error"):
@@ -60,9 +60,7 @@ class KafkaConsumer(Consumer):
                                   "end": "latest", "error": "none"}.get(reset, reset)  # fmt: skip
         strategy = conf.get("partition.assignment.strategy")
         if group_id is not None and strategy not in (None, "range"):
-            log.warning(
-                "partition.assignment.strategy=%r replaced by 'range' (tasks are derived from it)", strategy
-            )
+            log.warning("partition.assignment.strategy=%r replaced by 'range'", strategy)
         if group_id is not None:
             # notice soon when a missing subscribed topic is created (librdkafka's default is 5 minutes)
             conf.setdefault("topic.metadata.refresh.interval.ms", 10_000)
@@ -86,10 +84,7 @@ class KafkaConsumer(Consumer):
         self._manual = False
         self._topics: list[str] = []
         self._listener: RebalanceListener | None = None
-        self._assignor: LocalGroupAssignor | None = None
-        self._userdata: Callable[[], Any] | None = None
         self._assigned: set[TopicPartition] = set()
-        self._idle: set[TopicPartition] = set()  # assigned by the group, but read by no task
         self._positions: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._dirty = False  # manual assignment changed: applied (with the sought offsets) at the next use
@@ -119,18 +114,13 @@ class KafkaConsumer(Consumer):
         self._require_group()
         if self._manual:
             raise IllegalStateError("cannot subscribe: partitions were assigned manually with assign()")
-        if assignor is not None and not isinstance(assignor, LocalGroupAssignor):
+        if assignor is not None:
             raise StreamsError(
-                f"{type(assignor).__name__} cannot run on a Kafka group: librdkafka assigns partitions with "
-                "its range assignor, and an assignor must derive each member's assignment from its partitions "
-                "(prepare/assign_local, see kstream_nb.cluster.kafka_assignment)"
+                f"{type(assignor).__name__} cannot run on a Kafka group: librdkafka assigns the partitions "
+                "(stream threads take their tasks from the assignment leader: runtime/task_handover.py)"
             )
         self._topics = sorted(set(topics))
         self._listener = listener
-        self._assignor = assignor
-        self._userdata = userdata
-        if assignor is not None:
-            assignor.prepare(self.cluster.partition_counts(self._topics))
         self._consumer.subscribe(
             self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -143,26 +133,13 @@ class KafkaConsumer(Consumer):
         self._positions = {}
         self._paused = set()
         self._lost = False
-        userdata = None
-        active = tps
-        if self._assignor is not None:
-            counts = self.cluster.partition_counts(self._topics)
-            subscription = Subscription(frozenset(self._topics), self._userdata() if self._userdata else None)
-            assignment = self._assignor.assign_local(counts, set(tps), subscription)
-            userdata = assignment.userdata
-            active = set(assignment.partitions) & tps
-        # partitions of no task (e.g. a table whose joined stream topic does not exist yet) stay paused
-        # until the rebalance that follows the missing topic's creation
-        self._idle = tps - active
         consumer.assign(partitions)
-        # librdkafka keeps a partition's pause across assignments: set both ways explicitly
-        if active:
-            consumer.resume([CKTopicPartition(tp.topic, tp.partition) for tp in active])
-        if self._idle:
-            consumer.pause([CKTopicPartition(tp.topic, tp.partition) for tp in self._idle])
-        log.debug("%s assigned %s (idle: %s)", self, sorted(map(str, active)), sorted(map(str, self._idle)))
+        # librdkafka keeps a partition's pause across assignments
+        if tps:
+            consumer.resume(partitions)
+        log.debug("%s assigned %s", self, sorted(map(str, tps)))
         if self._listener is not None:
-            self._listener.on_partitions_assigned(set(active), userdata)
+            self._listener.on_partitions_assigned(set(tps), None)
 
     def _on_revoke(self, consumer: Any, partitions: list[CKTopicPartition]) -> None:
         self._rebalances += 1
@@ -172,7 +149,6 @@ class KafkaConsumer(Consumer):
                 self._listener.on_partitions_revoked(set(tps))
         finally:
             self._assigned = set()
-            self._idle = set()
             self._positions = {}
             self._paused = set()
             self._resend = {}  # offsets of the member's previous generation are no longer its to commit
@@ -295,7 +271,7 @@ class KafkaConsumer(Consumer):
         out = []
         for (topic, partition), (offsets, keys, values, timestamps, headers, kind) in columns.items():
             tp = TopicPartition(topic, partition)
-            if tp not in assigned or tp in self._idle:
+            if tp not in assigned:
                 continue
             positions[tp] = max(offsets[-1] + 1, eof.pop(tp, 0))
             out.append(
@@ -400,7 +376,7 @@ class KafkaConsumer(Consumer):
         tps = [as_tp(tp) for tp in partitions]
         self._paused.difference_update(tps)
         if not self._dirty:
-            known = [tp for tp in tps if tp in self._assigned and tp not in self._idle]
+            known = [tp for tp in tps if tp in self._assigned]
             if known:
                 self._consumer.resume([CKTopicPartition(tp.topic, tp.partition) for tp in known])
 

@@ -1,4 +1,4 @@
-"""A stream thread's fetch consumer when tasks are assigned by a leader (``kafka_task_assignment="leader"``).
+"""A stream thread's fetch consumer on Kafka, where the assignment leader assigns the tasks.
 
 It has the group's id (so a partition it takes starts at the group's committed offset, under exactly-once
 the *stable* one: a transaction the previous owner left open is settled first) but never subscribes and
@@ -132,7 +132,7 @@ def fetch_consumer(cluster: Cluster, group_id: str, config: Mapping[str, Any]) -
     from kstream_nb.cluster.kafka import KafkaCluster
 
     if not isinstance(cluster, KafkaCluster):
-        raise IllegalStateError(f"kafka_task_assignment='leader' needs a Kafka cluster, not {cluster!r}")
+        raise IllegalStateError(f"leader-assigned tasks need a Kafka cluster, not {cluster!r}")
     member = KafkaGroupMember(cluster, group_id, {**config, "client.id": f"{config.get('client.id')}-group"})
     merged = config_for("consumer", dict(CONSUMER_DEFAULTS), cluster.config, config)
     return KafkaFetchConsumer(cluster, group_id, merged, member)

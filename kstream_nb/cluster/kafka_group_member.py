@@ -1,4 +1,4 @@
-"""A stream thread's group consumer when tasks are assigned by a leader (``kafka_task_assignment="leader"``).
+"""A stream thread's group consumer on Kafka, where the assignment leader assigns the tasks.
 
 It gives the thread what the classic group is good at: membership, a generation, failure detection
 (session timeout, ``max.poll.interval.ms``) and commit fencing. It subscribes to the source topics (so the

@@ -31,7 +31,6 @@ from kstream_nb.runtime.config import EXACTLY_ONCE_V2, StreamsConfig
 from kstream_nb.runtime.control_topic import ControlTopic
 from kstream_nb.runtime.dropped_records import late_records_frame
 from kstream_nb.runtime.global_state import GlobalStores, GlobalStreamThread
-from kstream_nb.runtime.group_members import GroupMembers
 from kstream_nb.runtime.interactive_queries import InteractiveQueries
 from kstream_nb.runtime.process_metadata import acquire_process_id
 from kstream_nb.runtime.stream_thread import StreamThread
@@ -136,8 +135,7 @@ class KafkaStreams(InteractiveQueries):
         self.error: BaseException | None = None
         self._global_stores: GlobalStores | None = None
         self._global_thread: GlobalStreamThread | None = None
-        self._group_members: GroupMembers | None = None
-        #: kafka_task_assignment="leader": the control topic (statuses, assignments) replacing the board
+        #: on Kafka: the control topic (the threads' statuses, the leader's assignments)
         self._control: ControlTopic | None = None
         #: what the app waits for while REBALANCING before its threads run ("waiting for broker"), or None
         self.status: str | None = None
@@ -246,12 +244,9 @@ class KafkaStreams(InteractiveQueries):
                 )
                 self._global_thread.start()
             self._serve_queries()  # before the threads: they tell the group where this instance answers
-            if not self.cluster.runs_group_assignor and self.config.kafka_task_assignment == "leader":
+            if not self.cluster.runs_group_assignor:
                 self._control = ControlTopic(self.cluster, self.application_id, self.config.client_config)
                 self._control.endpoint = self.endpoint
-            elif not self.cluster.runs_group_assignor:
-                self._group_members = GroupMembers(self.cluster, self.application_id, self.config.client_config)
-                self._group_members.endpoint = self.endpoint
             for _ in range(self.config.num_stream_threads):
                 self._start_thread()
             watch = threading.Thread(
@@ -273,7 +268,6 @@ class KafkaStreams(InteractiveQueries):
             self._thread_failed,
             self._global_stores.stores if self._global_stores else None,
             self._global_thread.bootstrapped if self._global_thread else None,
-            self._group_members,
             self._control,
         )
 
@@ -361,8 +355,6 @@ class KafkaStreams(InteractiveQueries):
         if stopped:
             if self._global_stores is not None:
                 self._global_stores.close()
-            if self._group_members is not None:
-                self._group_members.close()
             if self._control is not None:
                 self._control.close()
             self._process_slot.release()  # a later instance may take this process id (and its tasks) now
@@ -468,9 +460,7 @@ class KafkaStreams(InteractiveQueries):
             if self._idle():
                 return self
             time.sleep(0.01)
-        pending = sorted(t for th in list(self._threads) for t in th.pending_tasks)
-        waiting = f"; tasks {pending} wait for a rebalance to assign them" if pending else ""
-        raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}{waiting}")
+        raise TimeoutError(f"app {self.application_id!r} still has lag after {timeout}s: {self.lag()}")
 
     def _idle(self) -> bool:
         """RUNNING with every stream thread holding its tasks, and those tasks at the end of their input,
@@ -498,10 +488,7 @@ class KafkaStreams(InteractiveQueries):
             task.commit_requested = True
         if cached:
             return False
-        # a source topic missing at the last rebalance that exists now, or an internal topic created at it:
-        # their tasks come with the next one (a Kafka group notices new topics at its next metadata refresh)
-        if any(th.pending_tasks for th in list(self._threads)):
-            return False
+        # a source topic missing at the last assignment that exists now: its tasks come with the next one
         missing = {t for th in list(self._threads) for t in th.missing_topics}
         return not any(self.admin.partition_count(t) is not None for t in missing)
 

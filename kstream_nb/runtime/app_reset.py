@@ -4,9 +4,8 @@
 process's apps, and the members of its consumer group on the cluster), commits the group's offsets of the
 app's input topics at ``to`` (``"earliest"``, ``"latest"`` or a time: per partition the earliest offset
 stamped at or after it, as the tool's ``--to-datetime``), deletes the app's internal topics (repartition,
-changelog, foreign-key subscription topics, the ``<app>-group-members`` board and the ``<app>-assignment``
-control topic) and wipes its local state (``<state_dir>/<application_id>``, what the tool leaves to
-``KafkaStreams.cleanUp()``). The next start
+changelog, foreign-key subscription topics and the ``<app>-assignment`` control topic) and wipes its local
+state (``<state_dir>/<application_id>``, what the tool leaves to ``KafkaStreams.cleanUp()``). The next start
 rebuilds the state from the inputs at ``to``.
 """
 
@@ -25,7 +24,6 @@ from kstream_nb.errors import StreamsError, UnknownTopicError
 from kstream_nb.runtime.app import running_apps
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.control_topic import control_topic
-from kstream_nb.runtime.group_members import group_members_topic
 from kstream_nb.time_bounds import TimeBound, to_epoch_ms
 from kstream_nb.topology.naming import is_internal_topic
 
@@ -100,8 +98,7 @@ def reset_app(
     internal = sorted(
         t
         for t in admin.list_topics()
-        if is_internal_topic(t, application_id)
-        or t in (group_members_topic(application_id), control_topic(application_id))
+        if is_internal_topic(t, application_id) or t == control_topic(application_id)
     )
     if internal:
         admin.delete_topics(internal)
@@ -136,12 +133,12 @@ def _refuse_while_running(application_id: str, bootstrap_servers: str, admin: Ad
 def _input_topics(application_id: str, admin: Admin, given: Iterable[str] | None) -> list[str]:
     if given is not None:
         return sorted(set(given))
-    board = group_members_topic(application_id)
+    control = control_topic(application_id)
     return sorted(
         {
             tp.topic
             for tp in admin.group_offsets(application_id)
-            if not is_internal_topic(tp.topic, application_id) and tp.topic != board
+            if not is_internal_topic(tp.topic, application_id) and tp.topic != control
         }
     )
 

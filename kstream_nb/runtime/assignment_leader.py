@@ -1,5 +1,5 @@
-"""The assignment leader's round (``kafka_task_assignment="leader"``): the member that got partition 0 of the
-control topic computes who runs which task and publishes it (``control_topic.py``).
+"""The assignment leader's round on Kafka: the member that got partition 0 of the control topic computes who
+runs which task and publishes it (``control_topic.py``).
 
 A round: the group members of the current generation (``describe_consumer_groups``) must each have published
 a status of that generation (waited for at most ``STATUS_WAIT_S``; who has not by then is left out); their

@@ -3,13 +3,11 @@
 Runs once per rebalance on behalf of the whole group (all stream threads of all instances with the same
 application id). It also creates the internal topics, because only now are the source partition
 counts known: repartition topics get the partition count of the sub-topology that writes them,
-changelog topics one partition per task. On memory:// ``assign`` places the tasks over the instances with
-Kafka Streams' HighAvailabilityTaskAssignor (``runtime/assignment/``: state-aware, warm-ups, probing
-rebalances, rack-aware standbys), then over each instance's threads.
-
-On Kafka, librdkafka's range assignor hands out the partitions and each member derives its tasks from
-them (``prepare`` before joining, ``assign_local`` in the assignment callback): see
-``cluster/kafka_assignment.py``.
+changelog topics one partition per task. ``assign`` places the tasks over the instances with Kafka
+Streams' HighAvailabilityTaskAssignor (``runtime/assignment/``: state-aware, warm-ups, probing rebalances,
+rack-aware standbys), then over each instance's threads. On ``memory://`` the embedded group runs it as
+the group's assignor; on Kafka the assignment leader runs it over the members' statuses
+(``assignment_leader.py``), after ``prepare`` created the internal topics before the members joined.
 """
 
 from __future__ import annotations
@@ -210,62 +208,6 @@ class StreamsPartitionAssignor:
         with self._lock:
             counts = self.partition_counts(partition_counts)
             self.ensure_internal_topics(counts)
-
-    def assign_local(
-        self, partition_counts: Mapping[str, int], partitions: set[TopicPartition], subscription: Subscription
-    ) -> Assignment:
-        """This member's tasks, derived from the partitions a broker-side range assignor gave it (Kafka).
-
-        Task ``p`` of a sub-topology is partition ``p`` of its source topics; the range assignor keeps the
-        same partition numbers of equally partitioned topics together (see ``cluster/kafka_assignment.py``).
-        A task whose partitions the group split over several members is kept with the partitions this
-        member got when its sub-topology has no state store, and refused otherwise.
-        """
-        with self._lock:
-            counts = self._counts_and_topics(partition_counts)
-            subs = {s.id: s for s in self.topology.subtopologies()}
-            mine = []
-            pending: list[str] = []
-            for task in self.tasks(counts):
-                if any(tp.topic not in partition_counts for tp in task.partitions):
-                    # reads an internal topic created just now (e.g. once its source topic appeared): no
-                    # member got its partitions; the group assigns them at the rebalance that follows
-                    pending.append(task.task_id)
-                    continue
-                got = tuple(tp for tp in task.partitions if tp in partitions)
-                if not got:
-                    continue
-                if len(got) < len(task.partitions) and len({counts[tp.topic] for tp in task.partitions}) == 1:
-                    # a topic another member's metadata did not list yet when it joined (librdkafka
-                    # subscribes to the topics its metadata knows): assigned whole at the next rebalance
-                    pending.append(task.task_id)
-                    continue
-                if len(got) < len(task.partitions) and subs[task.subtopology].stores:
-                    listed = ", ".join(
-                        f"{t!r} ({counts[t]} partitions)" for t in sorted({tp.topic for tp in task.partitions})
-                    )
-                    raise TopologyError(
-                        f"task {task.task_id} reads {listed}, which the Kafka group assigned to different "
-                        "members: a sub-topology with state stores needs source topics with the same partition "
-                        "count; repartition them to one count first"
-                    )
-                mine.append(TaskInfo(task.task_id, task.subtopology, task.partition, got))
-            me = _thread_of("", subscription), _process_of(subscription)
-            tasks = self.tasks(counts)
-            per_sub: dict[int, int] = {}
-            for task in tasks:
-                per_sub[task.subtopology] = per_sub.get(task.subtopology, 0) + 1
-            stateful = _logged_subtopologies(self.topology) if self.num_standby_replicas > 0 else set()
-            userdata = {
-                "active": {t.task_id: list(t.partitions) for t in mine},
-                "missing_topics": list(self.missing_topics),
-                "pending_tasks": pending,
-                "all": {t.task_id: (*me, [], sorted(map(str, t.partitions))) for t in mine},
-                # the whole group's tasks: members place standby tasks themselves (runtime/group_members.py)
-                "layout": {t.task_id: (t.partition, per_sub[t.subtopology]) for t in tasks},
-                "stateful": sorted(t.task_id for t in tasks if t.subtopology in stateful),
-            }
-            return Assignment(frozenset(tp for t in mine for tp in t.partitions), userdata)
 
     def standby_assignment(
         self, tasks: list[TaskInfo], owners: Mapping[str, str], subscriptions: Mapping[str, Subscription]

@@ -60,9 +60,6 @@ class StreamsConfig:
     #: while warm-ups catch up, the group rebalances this often to move the caught-up ones (Kafka Streams
     #: requires >= 60 s; lower values are allowed here for tests and notebooks)
     probing_rebalance_interval_ms: int = 600_000
-    #: how tasks are assigned on Kafka: "range" (each member derives its tasks from librdkafka's range assignor)
-    #: or "leader" (a leader assigns them on the ``<app>-assignment`` control topic: runtime/task_handover.py)
-    kafka_task_assignment: str = "leader"
     statestore_cache_max_bytes: int = 0
     #: added to a window or session store's retention for its changelog's retention.ms (compact,delete)
     windowstore_changelog_additional_retention_ms: int = 86_400_000
@@ -165,9 +162,5 @@ class StreamsConfig:
                     f"application_server must be 'host:port' (port 0-65535, 0 = any free port), "
                     f"got {self.application_server!r}"
                 )
-        if self.kafka_task_assignment not in ("range", "leader"):
-            raise ValueError(
-                f"kafka_task_assignment must be 'range' or 'leader', got {self.kafka_task_assignment!r}"
-            )
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {self.auto_offset_reset!r}")

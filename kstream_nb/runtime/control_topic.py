@@ -1,5 +1,5 @@
-"""The control topic ``<application_id>-assignment`` of leader-assigned tasks on Kafka (``kafka_task_assignment=
-"leader"``): one partition, compacted, JSON values. It replaces the advisory group-members board.
+"""The control topic ``<application_id>-assignment`` of leader-assigned tasks on Kafka: one partition, compacted,
+JSON values.
 
 What the classic group gives (``cluster/kafka_group_member.py``): membership, a generation, eviction of dead
 or stuck members, commit fencing, and one leader: the member that got partition 0 of this topic. What this

@@ -2,9 +2,8 @@
 instance, the instances holding standby and warm-up copies, each holder's lag, and the moves of the last
 rebalance.
 
-Sources: each stream thread's ``group_view`` (the last assignment on ``memory://``; on Kafka the group-members
-board) and the assignor's ``group_hosts`` (warm-ups, lags and moves, which the ``memory://`` assignor computes;
-on Kafka's range path the board carries no lags and no moves, so those stay empty).
+Sources: each stream thread's ``group_view`` and the assignor's ``group_hosts`` (warm-ups, lags and moves), both
+from the last assignment: the group assignor's on ``memory://``, the control topic's on Kafka.
 """
 
 from __future__ import annotations

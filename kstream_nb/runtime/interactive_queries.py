@@ -53,7 +53,7 @@ class InteractiveQueries:
 
     def _serve_queries(self) -> None:
         """Starts the query server when ``application_server`` is set; the assignor then sends its bound endpoint
-        with each subscription (memory://) and the group-members board carries it (Kafka)."""
+        with each subscription (memory://) or each status on the control topic (Kafka)."""
         app = self._app()
         if app.config.application_server is None:
             return

@@ -3,8 +3,8 @@
 A key goes to bytes with its store's key serde, to a partition with Kafka's default partitioner (murmur2) over
 the partition count of the store's sub-topology source topics, to the task ``<subtopology>_<partition>``, and
 from the group's view of who runs that task (active and standby) to the instances' ``application_server``
-endpoints. The group's view comes from the last assignment on ``memory://`` (the assignor's ``group_hosts``)
-and from the ``<app>-group-members`` board on Kafka (``group_members.py``); both name instances by process id.
+endpoints. The group's view comes from the last assignment this instance received (the assignor's
+``group_hosts``: from the group assignor on ``memory://``, from the control topic on Kafka), by process id.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.cluster.schema_registry import configure_serde
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.errors import InvalidStateStoreError
-from kstream_nb.runtime.group_members import active_owners
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import StoreBuilder
 
@@ -93,23 +92,13 @@ def instances(app: KafkaStreams) -> dict[str, Instance]:
     def instance(pid: str) -> Instance:
         return found.setdefault(pid, Instance(pid))
 
-    board = app._group_members
-    if board is not None:  # Kafka: the group-members board
-        board.refresh()
-        members = board.live()
-        for member in members:
-            instance(member.process_id).endpoint = member.endpoint or instance(member.process_id).endpoint
-            instance(member.process_id).standby.update(member.standby)
-        for task_id, member in active_owners(members).items():
-            instance(member.process_id).active[task_id] = list(member.partitions.get(task_id, ()))
-    else:  # memory://: the last assignment this app's members received
-        hosts = app.assignor.group_hosts
-        for pid, endpoint in hosts.get("endpoints", {}).items():
-            instance(pid).endpoint = endpoint or instance(pid).endpoint
-        for task_id, (_thread, pid, standby_pids, partitions) in hosts.get("all", {}).items():
-            instance(pid).active[task_id] = list(partitions)
-            for standby_pid in standby_pids:
-                instance(standby_pid).standby.add(task_id)
+    hosts = app.assignor.group_hosts
+    for pid, endpoint in hosts.get("endpoints", {}).items():
+        instance(pid).endpoint = endpoint or instance(pid).endpoint
+    for task_id, (_thread, pid, standby_pids, partitions) in hosts.get("all", {}).items():
+        instance(pid).active[task_id] = list(partitions)
+        for standby_pid in standby_pids:
+            instance(standby_pid).standby.add(task_id)
     found[app.process_id].endpoint = app.endpoint
     return found
 

@@ -25,23 +25,15 @@ from kstream_nb.runtime.commit import COMMIT_TIMEOUT_S, TransactionState, commit
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.control_topic import ControlTopic
 from kstream_nb.runtime.gc_threshold import raised_gc_threshold
-from kstream_nb.runtime.group_members import GroupMembers, Member, active_owners, standby_placement
 from kstream_nb.runtime.record_collector import ProducerCollector
 from kstream_nb.runtime.standby import StandbyTask
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.runtime.task_handover import TaskHandover
-from kstream_nb.runtime.task_manager import TaskManager, wall_clock_ms
+from kstream_nb.runtime.task_manager import TaskManager
 from kstream_nb.runtime.thread_state import ThreadState
 from kstream_nb.topology.topology import Topology
 
 log = logging.getLogger("kstream_nb.thread")
-
-#: how often a thread on Kafka reads the group-members board and publishes its heartbeat there
-GROUP_HEARTBEAT_S = 1.0
-#: how long tasks may wait for the rebalance that assigns them whole before the thread asks the group for
-#: one (librdkafka rejoins by itself once its metadata refresh sees a new topic; a topic that a metadata
-#: answer left out for a moment brings no such rejoin)
-PENDING_TASKS_REBALANCE_S = 20.0
 
 
 class _StopWhileBlocked(BaseException):
@@ -64,12 +56,9 @@ class StreamThread(threading.Thread):
         on_error: Callable[[StreamThread, BaseException], None],
         global_stores: Mapping[str, Any] | None = None,
         global_ready: threading.Event | None = None,
-        group_members: GroupMembers | None = None,
         control: ControlTopic | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
-        #: on Kafka, the board where members publish what they hold (the group view, standby placement)
-        self.group_members = group_members
         self.global_stores = global_stores or {}
         #: how the thread commits under its processing guarantee (at-least-once, exactly-once)
         self.commit = commit_strategy(config, cluster)
@@ -82,8 +71,7 @@ class StreamThread(threading.Thread):
         self._on_state = on_state
         self._on_error = on_error
         self.admin = cluster.admin()
-        # Kafka Streams' client ids: <client_id or application_id-process_id>-StreamThread-N. On Kafka the
-        # range assignor orders members by them, so an instance that restarts gets back the same tasks
+        # Kafka Streams' client ids: <client_id or application_id-process_id>-StreamThread-N
         thread_label = name.removeprefix(f"{config.application_id}-")
         client = f"{config.client_id or f'{config.application_id}-{process_id}'}-{thread_label}"
         # exactly-once on a cluster with transactions (Kafka): a transactional producer, and consumers that
@@ -95,7 +83,7 @@ class StreamThread(threading.Thread):
             **(committed_only if self.commit.transactional else {}),
             **config.client_config,
         }
-        # kafka_task_assignment="leader": a group member for membership and commits, a fetch consumer for tasks
+        # on Kafka (a control topic): a group member for membership and commits, a fetch consumer for tasks
         self.consumer = (
             cluster.consumer(config.application_id, consumer_config)
             if control is None
@@ -140,8 +128,6 @@ class StreamThread(threading.Thread):
         #: set by ``_close``: the consumer's close revokes the partitions, and nothing commits after it
         self._closing = False
         self.missing_topics: list[str] = []
-        self.pending_tasks: list[str] = []
-        self._pending_since = 0.0
         self.group_view: dict[str, Any] = {}
         self.poll_total = 0
         self.commit_total = 0
@@ -150,14 +136,9 @@ class StreamThread(threading.Thread):
         self._rate_sample = (time.monotonic(), 0)
         self._last_commit = time.monotonic()
         self._prev_tasks: list[str] = []
-        self._client_id = client
-        self._assigned_ms = 0
-        self._task_layout: dict[str, tuple[int, int]] = {}
-        self._stateful_tasks: set[str] = set()
-        self._last_heartbeat = 0.0
         #: when to ask the group for the probing rebalance the assignment scheduled (warm-ups catching up)
         self._probe_at: float | None = None
-        #: kafka_task_assignment="leader": tasks come from the control topic's assignments
+        #: on Kafka: tasks come from the control topic's assignments
         self.handover = TaskHandover(self, control, self.consumer) if control is not None else None
 
     # ---- state ---------------------------------------------------------------------------------
@@ -254,81 +235,18 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
         userdata = userdata or {}
         self.missing_topics = list(userdata.get("missing_topics", []))
-        #: tasks whose (new) internal topics the group has not assigned yet: they come at the next rebalance
-        self.pending_tasks = list(userdata.get("pending_tasks", []))
-        self._pending_since = time.monotonic()
         probe_ms = userdata.get("probing_rebalance_ms")
         self._probe_at = time.monotonic() + probe_ms / 1000 if probe_ms else None
         self.group_view = dict(userdata.get("all", {}))
         active = userdata.get("active", {})
         self.task_manager.close_unassigned_suspended(active)
-        if "layout" in userdata:  # the members place standbys themselves: keep them until the next placement
-            self._task_layout = {tid: (p, n) for tid, (p, n) in userdata["layout"].items()}
-            self._stateful_tasks = set(userdata.get("stateful", ()))
-            wanted = set(self.standbys) & self._stateful_tasks
-        else:
-            wanted = set(userdata.get("standby", ()))
-        warm = self.task_manager.update_standbys(wanted, set(active))
+        warm = self.task_manager.update_standbys(set(userdata.get("standby", ())), set(active))
         self.task_manager.assign(active, warm)
         self._prev_tasks = sorted(self.tasks)
-        log.info("%s assigned active tasks %s, standby tasks %s, pending tasks %s", self.name, self._prev_tasks,
-                 sorted(self.standbys), self.pending_tasks)  # fmt: skip
-        self._assigned_ms = wall_clock_ms()
-        if self.group_members is not None:
-            self._publish_member()
-        self._set_state(ThreadState.RUNNING)
-
-    def _publish_member(self) -> None:
-        assert self.group_members is not None
-        self._last_heartbeat = time.monotonic()
-        self.group_members.publish(
-            Member(
-                key=self._client_id,
-                member_id=self.consumer.member_id or self._client_id,
-                process_id=self.process_id,
-                thread=self.name,
-                active=tuple(sorted(self.tasks)),
-                standby=tuple(sorted(self.standbys)),
-                partitions=self.assignment(),
-                assigned_ms=self._assigned_ms,
-                heartbeat_ms=wall_clock_ms(),
-            )
+        log.info(
+            "%s assigned active tasks %s, standby tasks %s", self.name, self._prev_tasks, sorted(self.standbys)
         )
-
-    def _maintain_group(self) -> None:
-        """On Kafka, about once a second: reads the board, places standby tasks, publishes a heartbeat."""
-        if self.group_members is None or time.monotonic() - self._last_heartbeat < GROUP_HEARTBEAT_S:
-            return
-        self.group_members.refresh()
-        members = self.group_members.live()
-        standby_instances: dict[str, set[str]] = {}
-        for member in members:
-            for tid in member.standby:
-                standby_instances.setdefault(tid, set()).add(member.process_id)
-        owners = active_owners(members)
-        self.group_view = {
-            tid: (m.thread, m.process_id, sorted(standby_instances.get(tid, ())), list(m.partitions.get(tid, ())))
-            for tid, m in sorted(owners.items())
-        }
-        if self.config.num_standby_replicas > 0:
-            placement = standby_placement(
-                members, self._task_layout, self._stateful_tasks, self.config.num_standby_replicas
-            )
-            wanted = {tid for tid, chosen in placement.items() if any(m.key == self._client_id for m in chosen)}
-            # a task whose instance just left has no owner until the group rebalances: keep its warm copy
-            wanted |= {tid for tid in self.standbys if tid not in owners}
-            if wanted - set(self.tasks) != set(self.standbys):
-                self.task_manager.update_standbys(wanted, set(self.tasks))
-        self._publish_member()
-
-    def _follow_up_pending_tasks(self) -> None:
-        """Asks the group for a rebalance when tasks have waited ``PENDING_TASKS_REBALANCE_S`` for one."""
-        if not self.pending_tasks or time.monotonic() - self._pending_since < PENDING_TASKS_REBALANCE_S:
-            return
-        log.info("%s: tasks %s still wait to be assigned whole; asking the group to rebalance", self.name,
-                 self.pending_tasks)  # fmt: skip
-        self._pending_since = time.monotonic()
-        self.consumer.request_rebalance()
+        self._set_state(ThreadState.RUNNING)
 
     def _probe_if_due(self) -> None:
         """KIP-441: while warm-up replicas catch up, the assignment asks one member for a probing rebalance
@@ -400,8 +318,6 @@ class StreamThread(threading.Thread):
             if self.handover is not None:
                 self.handover.tick()
             else:
-                self._maintain_group()
-                self._follow_up_pending_tasks()
                 self._probe_if_due()
             self.process_time_s += time.perf_counter() - start
             self._commit(force=False)
@@ -527,11 +443,6 @@ class StreamThread(threading.Thread):
             self.task_manager.close_standbys()
             if self.handover is not None:
                 self.handover.close()
-            if self.group_members is not None:
-                try:
-                    self.group_members.leave(self._client_id)
-                except Exception as e:
-                    log.warning("%s could not leave the group-members board: %s", self.name, e)
             closers = (
                 lambda: self.consumer.close(wait_s),  # (commits in flight: answered, or left behind when away)
                 self.restore_consumer.close,

@@ -1,4 +1,4 @@
-"""The member side of leader-assigned tasks on Kafka (``kafka_task_assignment="leader"``), one per stream thread.
+"""The member side of leader-assigned tasks on Kafka, one per stream thread.
 
 Each loop iteration it serves the thread's group member (``cluster/kafka_group_member.py``), publishes the
 thread's status to the control topic (``control_topic.py``) after each group assignment and each applied

@@ -1,9 +1,9 @@
 """Interactive queries across instances on Apache Kafka (issue 25 item 4).
 
-Instances find each other on the ``<application_id>-group-members`` board, where each record carries its
-instance's ``application_server``. The input is written by librdkafka with its Java-compatible ``murmur2_random``
-partitioner, so the partition ``metadata_for_key`` computes is checked against where Kafka put the records (read
-back from the topic); counts against a ``collections.Counter`` of the input.
+Instances find each other through the assignment on the ``<application_id>-assignment`` control topic, which
+carries each instance's ``application_server``. The input is written by librdkafka with its Java-compatible
+``murmur2_random`` partitioner, so the partition ``metadata_for_key`` computes is checked against where Kafka put
+the records (read back from the topic); counts against a ``collections.Counter`` of the input.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def produce_words(bootstrap: str, topic: str, n: int = 2000) -> Counter[str]:
 
 
 def settled(apps: list[ks.KafkaStreams], endpoints: int) -> bool:
-    """Each app's board lists ``endpoints`` instances with endpoints, each running some of the tasks and every
-    task run by exactly one of them (range gives each of 2 instances 2 of the 4)."""
+    """Each app's view lists ``endpoints`` instances with endpoints, each running some of the tasks and every
+    task run by exactly one of them (2 instances get 2 of the 4 each)."""
     views = [[m for m in app.all_metadata() if m.host_info.port > 0] for app in apps]
     return all(
         len(view) == endpoints

@@ -1,9 +1,8 @@
 """Standby tasks, the all-instances view and sticky tasks on Apache Kafka.
 
-On Kafka the members derive their tasks from librdkafka's range assignment and share what they hold on
-the ``<application_id>-group-members`` topic (``runtime/group_members.py``). Each standby sits where the
-task goes when its instance leaves, so a failover restores only what the standby had not applied yet;
-and an instance restarted on its state directory keeps its process id and gets its tasks back.
+The assignment leader places each standby on another instance than its active task; when the active instance
+leaves, the task goes to the instance that holds its standby, so a failover restores only what the standby had
+not applied yet; and an instance restarted on its state directory keeps its process id and gets its tasks back.
 """
 
 from __future__ import annotations

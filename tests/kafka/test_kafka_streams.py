@@ -158,11 +158,11 @@ def word_count(backend: Backend, sentences: list[str] = SENTENCES) -> dict[str, 
 def test_word_count_store_and_output_topic(on_both) -> None:
     memory, kafka = on_both(word_count)
     # internal topics: the repartition topic has the source's partition count, the changelog one
-    # partition per counting task, compacted; on Kafka the members also share what they hold on a topic
+    # partition per counting task, compacted; on Kafka the assignment leader publishes on a control topic
     assert kafka.pop("internal") == {
         "counts-repartition": (3, "delete"),
         "counts-changelog": (3, "compact"),
-        "group-members": (1, "compact"),
+        "assignment": (1, "compact"),
     }
     assert memory.pop("internal") == {"counts-repartition": (3, "delete"), "counts-changelog": (3, "compact")}
     expected = expected_word_counts(SENTENCES)
@@ -390,12 +390,8 @@ def test_two_instances_share_the_tasks(make_kafka_app, names, kafka_bootstrap) -
     mine, theirs = tasks(first), tasks(second)
     assert not mine & theirs
     assert mine | theirs == {f"{s}_{p}" for s in (0, 1) for p in range(4)}
-    for app in (first, second):  # range: an instance runs the same partition numbers of both sub-topologies
-        assert {t.split("_")[1] for t in tasks(app) if t.startswith("0_")} == {
-            t.split("_")[1] for t in tasks(app) if t.startswith("1_")
-        }
-        partitions = [tp for per_thread in app.assignment().values() for tps in per_thread.values() for tp in tps]
-        assert len(partitions) == 4
+    for app in (first, second):  # balanced per sub-topology: 2 of the 4 tasks of each
+        assert sorted(t.split("_")[0] for t in tasks(app)) == ["0", "0", "1", "1"]
 
     ks.produce(source, [(f"t{i}", s) for i, s in enumerate(sentences[60:])], bootstrap_servers=kafka_bootstrap,
                partitions=4)  # fmt: skip
@@ -478,35 +474,3 @@ def test_fk_join_started_before_its_left_topic_exists(make_kafka_app, names, kaf
     wait_for(joined, 60, "the join of every order")
     admin = connect(kafka_bootstrap).admin()
     assert admin.partition_count(f"{app_id}-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic") == 3
-
-
-def test_tasks_a_metadata_answer_left_pending_start_at_a_rebalance_the_thread_asks_for(
-    make_kafka_app, names, kafka_bootstrap, monkeypatch
-) -> None:
-    """A member's assignment callback reads the topics' partition counts from a metadata answer; a topic
-    missing from it leaves that topic's tasks pending. librdkafka's own metadata knew the topic (it assigned
-    its partitions), so no rejoin of its own follows: the thread asks the group for a rebalance."""
-    from kstream_nb.runtime import stream_thread
-    from kstream_nb.runtime.assignor import StreamsPartitionAssignor
-
-    monkeypatch.setattr(stream_thread, "PENDING_TASKS_REBALANCE_S", 1.0)
-    assign_local = StreamsPartitionAssignor.assign_local
-    pending: list[list[str]] = []
-
-    def first_answer_without_the_repartition_topic(self, counts, partitions, subscription):  # type: ignore[no-untyped-def]
-        if not pending:
-            counts = {t: n for t, n in counts.items() if not t.endswith("-repartition")}
-        assignment = assign_local(self, counts, partitions, subscription)
-        pending.append(assignment.userdata["pending_tasks"])
-        return assignment
-
-    monkeypatch.setattr(StreamsPartitionAssignor, "assign_local", first_answer_without_the_repartition_topic)
-    sentences = [f"w{i % 7} w{i % 5}" for i in range(40)]
-    source = names("sentences")
-    ks.produce(source, sentences, bootstrap_servers=kafka_bootstrap, partitions=2)
-    b = ks.StreamsBuilder()
-    b.stream(source).flat_map_values(str.split).group_by(lambda k, w: w).count(store="counts")
-    app = make_kafka_app(b.build(), application_id=names("pending")).start()
-    wait_for(lambda: app.state is ks.State.RUNNING and app.wait_until_idle(60), 60, "the app to drain")
-    assert pending[0] == ["1_0", "1_1"] and pending[-1] == []
-    assert dict(store_rows(app, "counts")) == expected_word_counts(sentences)

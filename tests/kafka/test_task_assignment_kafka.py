@@ -1,4 +1,4 @@
-"""Leader-assigned tasks on Apache Kafka (``kafka_task_assignment="leader"``, issue 25 items 1-3).
+"""Leader-assigned tasks on Apache Kafka (issue 25 items 1-3).
 
 Several app instances run in this process, each with its own state directory (so its own process id). The
 expectations are computed here from the task counts (floor/ceil shares) and ``collections.Counter`` recounts,
@@ -28,8 +28,6 @@ from kstream_nb.cluster.partitioner import default_partition
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.kafka
-
-LEADER = {"kafka_task_assignment": "leader"}
 
 
 def word_count(source: str, sink: str | None = None) -> ks.Topology:
@@ -88,7 +86,7 @@ def start_instances(make_kafka_app: Callable[..., ks.KafkaStreams], tmp_path: Pa
     """``start(topology, app_id, name, **config)``: a leader-assigned instance with state dir ``tmp_path/name``."""
 
     def start(topology: ks.Topology, app_id: str, name: str, **config: Any) -> ks.KafkaStreams:
-        app = make_kafka_app(topology, application_id=app_id, state_dir=str(tmp_path / name), **LEADER, **config)
+        app = make_kafka_app(topology, application_id=app_id, state_dir=str(tmp_path / name), **config)
         return app.start()
 
     return start
@@ -266,12 +264,12 @@ def test_a_stateful_subtopology_over_unequally_partitioned_topics(start_instance
     wait_for(lambda: counted() == dict(expected), 60, "the counts to equal a recount of both topics")
 
 
-RUNNER = Path(__file__).with_name("leader_instance.py")
+RUNNER = Path(__file__).with_name("wordcount_instance.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class Instance:
-    """One ``leader_instance.py`` process; its output goes to ``log`` (appended across restarts)."""
+    """One ``wordcount_instance.py`` process; its output goes to ``log`` (appended across restarts)."""
 
     def __init__(self, args: list[str], log: Path) -> None:
         self.args, self.log = args, log
@@ -319,7 +317,19 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
     feed(500)
     ks.produce(sink, [], bootstrap_servers=kafka_bootstrap, partitions=8)  # (created before the instances write)
     instances = [
-        Instance([kafka_bootstrap, app_id, source, sink, str(tmp_path / name)], tmp_path / f"{name}.log")
+        Instance(
+            [
+                kafka_bootstrap,
+                app_id,
+                source,
+                sink,
+                "exactly_once_v2",
+                str(tmp_path / name),
+                "in_memory",
+                "wordcount",
+            ],
+            tmp_path / f"{name}.log",
+        )
         for name in "abcd"
     ]
     try:

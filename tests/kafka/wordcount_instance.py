@@ -6,11 +6,11 @@
 ``TOPOLOGY``: ``wordcount`` (every count update) or ``window`` (final counts per word and 10 s window of
 event time, through ``suppress(until_window_closes())``; the grace outlasts the input's time span).
 
-Used by the fault tests (``test_exactly_once_kafka.py``), which start two of these and SIGKILL one of them
-at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and logs kstream_nb at INFO
-(assignments, restorations, warnings; with the process id); SIGTERM stops it cleanly, SIGUSR1 prints every
-thread's stack and where each stream thread stands.
-A failed stream thread is replaced (a commit that loses a race with a rebalance fails the thread).
+Used by the fault tests (``test_exactly_once_kafka.py``, ``test_task_assignment_kafka.py``), which start several
+of these and SIGKILL them at random moments. Prints ``STATE <new>`` on every state change (flushed at once) and
+logs kstream_nb at INFO (assignments, restorations, warnings; with the process id); SIGTERM stops it cleanly,
+SIGUSR1 prints every thread's stack and where each stream thread stands. A failed stream thread is replaced (a
+commit that loses a race with a rebalance fails the thread).
 
 ``CRASH``: ``before-commit:N`` or ``after-commit:N`` ends the process (``os._exit``, as a SIGKILL would)
 at its N-th transaction commit that carries consumed offsets: right before the producer asks the broker to
@@ -116,7 +116,7 @@ def print_threads(app: ks.KafkaStreams) -> None:
             f"processed={t.processed_total} committing={t._committing} corrupted={t._transaction_corrupted} "
             f"broker_away_since={t.broker_unreachable_since} "
             f"assignment={sorted(map(str, t.consumer.assignment()))} "
-            f"paused={sorted(map(str, t.consumer.paused()))} pending_tasks={t.pending_tasks} tasks={tasks}",
+            f"paused={sorted(map(str, t.consumer.paused()))} tasks={tasks}",
             flush=True,
         )
 
