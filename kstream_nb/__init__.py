@@ -52,6 +52,7 @@ from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.runtime.query_metadata import HostInfo, KeyQueryMetadata, StreamsMetadata
 from kstream_nb.runtime.test_driver import TopologyTestDriver
 from kstream_nb.spark import backtest
+from kstream_nb.spark.compare import compare
 from kstream_nb.state.builders import Stores
 from kstream_nb.state.timestamped import ValueAndTimestamp
 from kstream_nb.topology.topology import Topology
@@ -138,6 +139,7 @@ __all__ = [
     "Windowed",
     "backtest",
     "col",
+    "compare",
     "export_topic",
     "lit",
     "produce",

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -278,7 +279,7 @@ def _output_table(plan: StagePlan, sent: list[tuple[Any, ...]], partition: int, 
     """The records the task wrote as ``OUT_COLUMNS`` (kind "out"), column by column; those of user sink
     topics also decoded and shown as JSON text."""
     n = len(sent)
-    topics, parts, seqs, stamps, keys, values, headers = (list(c) for c in zip(*sent)) if n else ([],) * 7
+    topics, parts, seqs, stamps, keys, values, headers = (list(map(itemgetter(i), sent)) for i in range(7))
     key_text: list[str | None] = [None] * n
     value_text: list[str | None] = [None] * n
     for i, topic in enumerate(topics):
