@@ -284,6 +284,11 @@ class Consumer(ABC):
     def paused(self) -> set[TopicPartition]:
         """The partitions paused with ``pause`` (and not resumed since)."""
 
+    def fetched_to_end(self, partition: TopicPartition) -> bool:
+        """Whether fetching reached ``partition``'s end as last seen and nothing newer was fetched since (no
+        request to the broker): a task waits while one of its empty partitions has not (KIP-695)."""
+        return True
+
     @abstractmethod
     def commit(
         self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None

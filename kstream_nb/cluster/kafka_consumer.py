@@ -86,6 +86,8 @@ class KafkaConsumer(Consumer):
         self._listener: RebalanceListener | None = None
         self._assigned: set[TopicPartition] = set()
         self._positions: dict[TopicPartition, int] = {}
+        #: per partition, the offset of its last end-of-partition event
+        self._ends: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._dirty = False  # manual assignment changed: applied (with the sought offsets) at the next use
         self._pending_seeks: dict[TopicPartition, int] = {}
@@ -273,7 +275,10 @@ class KafkaConsumer(Consumer):
             tp = TopicPartition(topic, partition)
             if tp not in assigned:
                 continue
-            positions[tp] = max(offsets[-1] + 1, eof.pop(tp, 0))
+            end = eof.pop(tp, None)
+            positions[tp] = max(offsets[-1] + 1, end or 0)
+            if end is not None and end == positions[tp]:
+                self._ends[tp] = end
             out.append(
                 FetchedBatch(
                     topic,
@@ -286,6 +291,7 @@ class KafkaConsumer(Consumer):
         for tp, offset in eof.items():
             if tp in assigned:
                 positions[tp] = offset  # the end of the partition: nothing more to read for now
+                self._ends[tp] = offset
         return out
 
     def _on_client_error(self, err: KafkaError) -> None:
@@ -358,6 +364,13 @@ class KafkaConsumer(Consumer):
             self._positions[tp] = committed
             self._dirty = True
         return committed
+
+    def fetched_to_end(self, partition: TopicPartition) -> bool:
+        """Whether the last thing fetched of ``partition`` was its end (librdkafka's end-of-partition event, at
+        the last stable offset when reading committed) and no record after it came since."""
+        tp = as_tp(partition)
+        end = self._ends.get(tp)
+        return end is not None and self._positions.get(tp) == end
 
     def fetched_position(self, partition: TopicPartition) -> int | None:
         """Where fetching stands in ``partition`` (past the last record or end-of-partition seen), or None

@@ -66,6 +66,7 @@ class KafkaFetchConsumer(KafkaConsumer):
             self._consumer.incremental_unassign(self._ck(removed))
             for tp in removed:
                 self._positions.pop(tp, None)
+                self._ends.pop(tp, None)
                 self._paused.discard(tp)
         self._assigned = wanted
         if added:

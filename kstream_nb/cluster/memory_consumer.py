@@ -124,6 +124,10 @@ class MemoryConsumer(Consumer):
         group = self.cluster.group(self._require_group())
         return group.rebalancing or member.pending is not None or not member.active
 
+    def fetched_to_end(self, partition: TopicPartition) -> bool:
+        log = self.cluster.partition_log(as_tp(partition))
+        return log is None or self._positions.get(as_tp(partition), -1) >= log.end_offset
+
     def _has_data(self) -> bool:
         for tp in self._assigned:
             log = None if tp in self._paused else self.cluster.partition_log(tp)

@@ -299,8 +299,8 @@ class StreamThread(threading.Thread):
         poll_s = config.poll_ms / 1000
         budget = config.max_task_records_per_loop
         while not self._shutdown.is_set():
-            pending = any(t.buffered() for t in self.tasks.values())
-            batches = self.consumer.poll(0 if pending else poll_s, config.max_poll_records)
+            ready = any(t.ready() for t in self.tasks.values())
+            batches = self.consumer.poll(0 if ready else poll_s, config.max_poll_records)
             self.poll_total += 1
             self.task_manager.add_records(batches)
             self.broker.watch()

@@ -104,6 +104,10 @@ class StreamTask:
         )
         #: the partitions' record queues (the partition group's)
         self.queues = self.partition_group.queues
+        #: the consumer's ``fetched_to_end`` (set by the task manager): with it, a task of several partitions
+        #: processes only while each empty one was fetched to its end, so that it never takes a record ahead
+        #: of one the broker already holds but has not delivered yet (KIP-695; Kafka's max.task.idle.ms 0)
+        self.fetched_to_end: Callable[[TopicPartition], bool] | None = None
         #: the task's stores and the checkpoint of the persistent ones (taken before the stores open)
         self.state_manager = ProcessorStateManager(
             task_id, partition, self.application_id, self.state_dir, self.exactly_once
@@ -328,10 +332,22 @@ class StreamTask:
     def buffered(self) -> int:
         return self.partition_group.buffered()
 
+    def ready(self) -> bool:
+        """Whether the task may process now: it has records, and none of its empty partitions holds more on the
+        broker as far as the consumer knows."""
+        if not self.partition_group.buffered():
+            return False
+        fetched_to_end = self.fetched_to_end
+        if fetched_to_end is None or len(self.queues) == 1:
+            return True
+        return all(queue or fetched_to_end(tp) for tp, queue in self.queues.items())
+
     def process(self, budget: int) -> int:
-        """Processes up to about ``budget`` buffered records, lowest head timestamp first."""
+        """Processes up to about ``budget`` buffered records, lowest head timestamp first (see ``ready``)."""
         done = 0
         single = len(self.queues) == 1
+        if not single and not self.ready():
+            return 0
         rc = self.record_context
         while done < budget:
             picked = next(iter(self.queues.items())) if single else self.partition_group.next_queue()
@@ -345,6 +361,8 @@ class StreamTask:
                 done += self._drain(tp, queue, source, budget - done)
             else:
                 done += self._process_head(tp, queue, source)
+                if not queue and self.fetched_to_end is not None and not self.fetched_to_end(tp):
+                    break  # the broker holds more of this partition: wait for it
         self.processed_total += done
         return done
 
