@@ -177,6 +177,8 @@ class TaskManager:
         task_tps = [TopicPartition(*tp) for tp in tps]
         committed = self._read_group(self.consumer.committed, task_tps)
         task.set_start_offsets({tp: off for tp, off in committed.items() if off is not None})
+        log.info("task %s starts from the group's offsets %s", task.task_id,
+                 {str(tp): off for tp, off in sorted(committed.items())})  # fmt: skip
         task.fetched_to_end = self.consumer.fetched_to_end
         self.tasks[task.task_id] = task
         for tp in task_tps:
