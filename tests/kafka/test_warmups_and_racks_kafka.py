@@ -113,5 +113,8 @@ def test_each_standby_sits_on_another_rack_than_its_active_task(start_instance, 
     view = wait_for(settled, 120, "2 stateful tasks per instance, one standby each, everything counted")
     placement = {t: (rack_of[view[t]["instance"]], rack_of[view[t]["standby"][0]]) for t in sorted(stateful)}
     assert all(active != standby for active, standby in placement.values()), placement
+    # each holder's lag (changelog records its copy lacked at the round), the active's 0
+    assert all(view[t]["lags"][view[t]["instance"]] == 0 for t in stateful), {t: view[t]["lags"] for t in stateful}
+    assert all(isinstance(view[t]["lags"][view[t]["standby"][0]], int) for t in stateful)
     # rack-b's instance holds the standbys of all four tasks that run on rack-a
     assert sum(1 for active, _ in placement.values() if active == "rack-a") == 4
