@@ -19,17 +19,14 @@ from kstream_nb.spark.compiled.stateless import ValueFields
 _NUMERIC = ("bigint", "double")
 
 
-def running_aggregates(frame: Any, step: Aggregate, fields: ValueFields) -> Any:
+def running_aggregates(frame: Any, step: Aggregate, fields: ValueFields, by: list[str]) -> Any:
     """``frame`` (kept records, with ``gk``: the key's store bytes, ``pos``, ``ts``, the value's ``fields``)
-    with ``agg`` (a struct of the running aggregate's parts) and ``agg_ts`` (the result's timestamp)."""
+    with ``agg`` (a struct of the running aggregate's parts) and ``agg_ts`` (the result's timestamp), each
+    aggregate over the rows of one ``by`` group (task and key; and window start) in task order."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    running = (
-        Window.partitionBy("partition", "gk")
-        .orderBy("pos")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
+    running = Window.partitionBy(*by).orderBy("pos").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     parts = []
     if step.specs is None:
         parts.append(F.count(F.lit(1)).over(running).alias("count"))

@@ -49,15 +49,7 @@ def recode_keys(decode: Serde, encode: Serde, topics: tuple[str, str], partition
             out_bytes.append(data)
             out_partition.append(None if data is None else default_partition(data, partitions))
             out_text.append(to_text(obj) if text else None)
-        table = pa.StructArray.from_arrays(
-            [
-                pa.array(out_bytes, pa.binary()),
-                pa.array(out_partition, pa.int32()),
-                pa.array(out_text, pa.string()),
-            ],
-            names=["bytes", "partition", "text"],
-        )
-        return pc.take(table, index)
+        return pc.take(_key_struct(out_bytes, out_partition, out_text), index)
 
     return _scalar(recode, KEY_TYPE)
 
@@ -143,3 +135,50 @@ def _scalar(fn: Callable[..., Any], ddl: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.arrow_udf(fn, ddl)  # type: ignore[call-overload]
+
+
+def recode_windowed_keys(
+    decode: Serde, encode: Serde | None, topics: tuple[str, str], partitions: int, partitioner: Any, text: bool
+) -> Any:
+    """``recode_keys`` for a windowed table's keys: a UDF of (raw key bytes, window start, end) -> the bytes
+    ``encode`` writes for ``Windowed(key, start, end)``, its partition (``partitioner``: a windowed key's,
+    by the key inside; else murmur2 of the bytes), its JSON text; or with ``encode`` None, the pickled key."""
+    source, target = topics
+
+    def recode(raw: pa.Array, starts: pa.Array, ends: pa.Array) -> pa.Array:
+        from pyspark import cloudpickle
+
+        from kstream_nb.cluster.partitioner import default_partition
+        from kstream_nb.processor.windows import Windowed
+        from kstream_nb.spark.replay import to_text
+
+        decoded: dict[bytes, Any] = {}
+        out_bytes: list[bytes | None] = []
+        out_partition: list[int | None] = []
+        out_text: list[str | None] = []
+        for data, start, end in zip(raw.to_pylist(), starts.to_pylist(), ends.to_pylist()):
+            if data not in decoded:
+                decoded[data] = decode.deserialize(source, data)
+            key = Windowed(decoded[data], start, end)
+            if encode is None:
+                out_bytes.append(cloudpickle.dumps(key))
+                out_partition.append(None)
+            else:
+                written = encode.serialize(target, key)
+                out_bytes.append(written)
+                if partitioner is not None:
+                    out_partition.append(partitioner.partition(target, key, partitions))
+                else:
+                    out_partition.append(None if written is None else default_partition(written, partitions))
+            out_text.append(to_text(key) if text else None)
+        return _key_struct(out_bytes, out_partition, out_text)
+
+    return _scalar(recode, KEY_TYPE)
+
+
+def _key_struct(data: list[bytes | None], partitions: list[int | None], texts: list[str | None]) -> pa.Array:
+    """The ``KEY_TYPE`` struct array of key bytes, partitions and texts."""
+    return pa.StructArray.from_arrays(
+        [pa.array(data, pa.binary()), pa.array(partitions, pa.int32()), pa.array(texts, pa.string())],
+        names=["bytes", "partition", "text"],
+    )

@@ -18,12 +18,17 @@ from typing import Any
 
 from kstream_nb.cluster.serdes import JsonSerde, Serde
 from kstream_nb.dsl import grouped
+from kstream_nb.dsl import windowed as window_dsl
 from kstream_nb.dsl.repartition import RepartitionNullKeyFilter
 from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.expressions.tree import Expr
+from kstream_nb.processor.sink import WindowedStreamPartitioner
 from kstream_nb.processor.stream_aggregate import KStreamAggregate
 from kstream_nb.processor.table_ops import KTableMapValues, KTableToStream
+from kstream_nb.processor.window_aggregate import KStreamWindowAggregate
+from kstream_nb.processor.windows import TimeWindows
 from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.state.dsl_window_store import DslWindowStore
 from kstream_nb.topology.topology import ProcessorSpec, SinkSpec, SourceSpec, SubTopology, Topology
 
 __all__ = ["CompiledPlan", "NotCompilable", "StagePath", "plan_subtopology"]
@@ -69,11 +74,16 @@ class DropNullKeys:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """``count()`` (``specs`` None) or ``agg(name=(field, function))`` per key, emitting on every update."""
+    """``count()`` (``specs`` None) or ``agg(name=(field, function))`` per key, emitting on every update; with
+    ``windows``, per key and tumbling/hopping window (``emit_final``: once per window, when it closes)."""
 
     node: str
     store: str
     specs: dict[str, tuple[str, str]] | None
+    windows: TimeWindows | None = None
+    emit_final: bool = False
+    #: the window store's read retention (windows with start > its stream time - this are kept and read)
+    retention_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,8 @@ class Sink:
     topic: str
     key_serde: Serde
     value_serde: Serde
+    #: a windowed key's partitioner (by the key inside), as the DSL's ``to`` sets with a windowed key serde
+    partitioner: WindowedStreamPartitioner | None = None
 
 
 Step = ExprFilter | Assign | Project | DropNullKeys | Aggregate | Finish | ToStream | Sink
@@ -196,11 +208,12 @@ def _walk(topology: Topology, config: StreamsConfig, plan: CompiledPlan, name: s
 
 
 def _sink(spec: SinkSpec, config: StreamsConfig) -> Sink:
-    if spec.partitioner is not None:
+    windowed = spec.partitioner if isinstance(spec.partitioner, WindowedStreamPartitioner) else None
+    if spec.partitioner is not None and windowed is None:
         raise NotCompilable(f"sink {spec.name!r}: a custom partitioner ({_callable_name(spec.partitioner)})")
     return Sink(
         spec.name, spec.topic, spec.key_serde or config.default_key_serde,
-        spec.value_serde or config.default_value_serde,
+        spec.value_serde or config.default_value_serde, windowed,
     )  # fmt: skip
 
 
@@ -232,8 +245,8 @@ def _step(
     if kind is ops.KStreamProject:
         _need_json(plan, name)
         return Project(name, tuple(processor.names))
-    if kind is KStreamAggregate:
-        return _aggregate(processor, spec, plan, steps, config)
+    if kind is KStreamAggregate or kind is KStreamWindowAggregate:
+        return _aggregate(processor, spec, plan, steps, topology, config)
     if kind is KTableMapValues:
         previous = steps[-1] if steps else None
         if not (isinstance(previous, Aggregate) and previous.specs is not None and _is_finish(processor.mapper)):
@@ -261,8 +274,9 @@ def _refuse(name: str, reason: str) -> Step:
 
 
 def _aggregate(
-    processor: KStreamAggregate, spec: ProcessorSpec, plan: CompiledPlan, steps: list[Step], config: StreamsConfig
-) -> Aggregate:
+    processor: Any, spec: ProcessorSpec, plan: CompiledPlan, steps: list[Step], topology: Topology,
+    config: StreamsConfig,
+) -> Aggregate:  # fmt: skip
     name = spec.name
     if config.statestore_cache_max_bytes > 0:
         raise NotCompilable(
@@ -270,13 +284,24 @@ def _aggregate(
         )
     if any(isinstance(s, Aggregate) for s in steps):
         raise NotCompilable(f"node {name!r}: a second aggregation in one sub-topology")
-    if processor.aggregator is grouped._count_add and processor.initializer is grouped._zero:
-        return Aggregate(name, processor.store_name, None)
+    windowed: dict[str, Any] = {}
+    if isinstance(processor, KStreamWindowAggregate):
+        store = topology.store_builders[processor.store_name]._make()  # type: ignore[attr-defined]
+        if not isinstance(store, DslWindowStore):
+            raise NotCompilable(f"node {name!r}: a window store of its own ({type(store).__name__})")
+        windowed = {
+            "windows": processor.windows,
+            "emit_final": not processor.emit_on_update,
+            "retention_ms": store.read_retention_ms,
+        }
+    counting = (grouped._count_add, grouped._zero) if not windowed else (window_dsl._count_add, window_dsl._zero)
+    if (processor.aggregator, processor.initializer) == counting:
+        return Aggregate(name, processor.store_name, None, **windowed)
     if _qualname(processor.aggregator) == "named_aggregation.<locals>.aggregator":
         _need_json(plan, name)
         checked = inspect.getclosurevars(processor.aggregator).nonlocals.get("checked")
         assert isinstance(checked, dict)
-        return Aggregate(name, processor.store_name, dict(checked))
+        return Aggregate(name, processor.store_name, dict(checked), **windowed)
     raise NotCompilable(f"node {name!r}: aggregate with {_callable_name(processor.aggregator)}: opaque to Spark")
 
 

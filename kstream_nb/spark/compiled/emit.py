@@ -1,0 +1,129 @@
+"""What an aggregation sends downstream and keeps: its updates (or, emitting on close, its final windows) as
+sink rows, and its stores' final entries, as ``KStreamAggregate``/``KStreamWindowAggregate`` and the table
+``map_values`` of a named aggregation leave them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kstream_nb.cluster.serde_specs import serde_from
+from kstream_nb.cluster.serdes import Serde
+from kstream_nb.runtime.config import StreamsConfig
+from kstream_nb.spark.compiled.aggregate import result_builder, running_aggregates, state_builder
+from kstream_nb.spark.compiled.codec import encode_objects, pickle_keys, recode_keys, recode_windowed_keys
+from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish
+from kstream_nb.spark.compiled.rows import out_rows, store_rows
+from kstream_nb.spark.compiled.stateless import ValueFields
+from kstream_nb.spark.compiled.windows import assign_windows, closed_windows, store_visible, windows_per_record
+from kstream_nb.topology.topology import Topology
+
+
+@dataclass
+class StageContext:
+    """What every branch of a stage shares: the plan, the topology and app settings, topic names and sizes."""
+
+    plan: CompiledPlan
+    topology: Topology
+    config: StreamsConfig
+    resolve: Callable[[str], str]
+    counts: Mapping[str, int]
+    sink_serdes: Mapping[str, tuple[Serde, Serde]]
+    source_topic: str
+
+
+def aggregate_rows(
+    ctx: StageContext, branch: Branch, index: int, records: Any, fields: ValueFields, stores_too: bool
+) -> tuple[list[Any], Any]:
+    """The branch's sink rows (and, with ``stores_too``, its stores' rows), and the rows it drops."""
+    from pyspark.sql import functions as F
+
+    step = branch.aggregate
+    assert step is not None
+    plan = ctx.plan
+    builder = ctx.topology.store_builders[step.store]
+    spec = getattr(builder, "key_serde", None)
+    store_keys = serde_from(spec) if spec is not None else ctx.config.default_key_serde
+    grouped = recode_keys(plan.key_serde, store_keys, (ctx.source_topic, ctx.source_topic), 1, False)
+    if step.windows is None:
+        valid = F.col("key").isNotNull() & F.col("value").isNotNull()
+        dropped = records.where(~valid).select("partition")
+        records = records.where(valid).withColumn("gk", grouped(F.col("key"))["bytes"])
+        updates = running_aggregates(records, step, fields, ["partition", "gk"])
+        seq = F.col("pos") * len(plan.branches) + index
+    else:
+        null_keys = records.where(F.col("key").isNull()).select("partition")
+        null_keys = records.where(F.col("key").isNull()).select("partition")
+        records = records.where(F.col("key").isNotNull())
+        if step.specs is not None:  # live, the named aggregator fails on a null value
+            error = F.raise_error(F.lit(f"agg needs dict values, got None (node {step.node!r})"))
+            records = records.where(F.when(F.col("value").isNull(), error).otherwise(F.lit(True)))
+        windowed = assign_windows(records.withColumn("gk", grouped(F.col("key"))["bytes"]), step)
+        dropped = null_keys.unionByName(windowed.where(F.col("late")).select("partition"))
+        updates = running_aggregates(windowed.where(~F.col("late")), step, fields, ["partition", "gk", "start"])
+        per_record = windows_per_record(step)
+        seq = (F.col("pos") * len(plan.branches) + index) * per_record + F.col("widx")
+    finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
+    sent = updates
+    if step.emit_final:
+        sent = closed_windows(updates, windowed, step)
+        seq = F.col("seq")
+    result: list[Any] = []
+    sink = branch.sink
+    if sink is not None:
+        topic = ctx.resolve(sink.topic)
+        text = topic in ctx.sink_serdes
+        partitions = ctx.counts.get(topic, 1)
+        values = encode_objects(result_builder(step, finish is not None), sink.value_serde, topic, text)
+        if step.windows is None:
+            keys = recode_keys(plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, text)
+            out = sent.withColumn("k", keys(F.col("key")))
+        else:
+            keys = recode_windowed_keys(
+                plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, sink.partitioner, text
+            )
+            out = sent.withColumn("k", keys(F.col("key"), F.col("start"), F.col("end")))
+        out = out.withColumn("val", values(F.col("agg")))
+        result.append(out_rows(out, topic, partitions, seq, "agg_ts"))
+    if stores_too:
+        result.extend(_store_entries(ctx, step, finish, updates, sent))
+    return result, dropped
+
+
+def _store_entries(
+    ctx: StageContext, step: Aggregate, finish: Finish | None, updates: Any, sent: Any
+) -> list[Any]:
+    """The aggregation's store at the end of the input, and the finished table's (what it was sent) if any."""
+    from pyspark.sql import functions as F
+
+    plan = ctx.plan
+    keys = pickle_keys(plan.key_serde, ctx.source_topic)
+    state = encode_objects(state_builder(step), None, step.store, True)
+    by = ["partition", "gk"] if step.windows is None else ["partition", "gk", "start"]
+    if step.windows is None:
+        kept = _last(updates, by)
+    else:
+        kept = store_visible(updates, step)
+    result = [store_rows(kept.withColumn("pk", keys(F.col("key"))).withColumn("pv", state(F.col("agg"))),
+                         step.store, step.windows is not None)]  # fmt: skip
+    if finish is not None and finish.store is not None:
+        finished = _last(sent, by).withColumn(
+            "pv", encode_objects(result_builder(step, True), None, finish.store, True)(F.col("agg"))
+        )
+        if step.windows is None:
+            finished = finished.withColumn("pk", keys(F.col("key")))
+        else:
+            windowed = recode_windowed_keys(plan.key_serde, None, (ctx.source_topic, ""), 1, None, True)
+            finished = finished.withColumn("pk", windowed(F.col("key"), F.col("start"), F.col("end")))
+        result.append(store_rows(finished, finish.store, False))
+    return result
+
+
+def _last(rows: Any, by: list[str]) -> Any:
+    """The last row (in task order) of each ``by`` group."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    last = Window.partitionBy(*by).orderBy(F.col("pos").desc())
+    return rows.withColumn("_last", F.row_number().over(last)).where(F.col("_last") == 1).drop("_last")
