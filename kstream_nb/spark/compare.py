@@ -24,6 +24,7 @@ from kstream_nb.cluster.windowed_serdes import Windowed
 from kstream_nb.errors import StreamsError
 from kstream_nb.runtime.app import KafkaStreams, State
 from kstream_nb.spark.result import BacktestResult
+from kstream_nb.state.store import KeyValue, sort_entries
 
 #: the columns of what ``compare`` returns: where the entry lives ("store 'x'" or "topic 'y'"), its key
 #: (and window bounds in epoch ms, None for plain keys), both values (None when a side has no entry) and
@@ -202,16 +203,17 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _diff(where: str, ours: Entries, theirs: Entries) -> pd.DataFrame:
-    rows = []
-    for ident in sorted(set(ours) | set(theirs), key=lambda i: (i[0], i[1] or 0, i[2] or 0)):
+    """The entries that differ, by key (a store's order: natural, else by JSON text), then window."""
+    found: list[KeyValue] = []
+    for ident in sorted(set(ours) | set(theirs), key=lambda i: (i[1] or 0, i[2] or 0)):
         mine, other = ours.get(ident), theirs.get(ident)
         if mine is not None and other is not None and _same(mine[1], other[1]):
             continue
         key = (mine or other)[0]  # type: ignore[index]
         status = "differs" if mine is not None and other is not None else "backtest only" if mine else "live only"
-        rows.append(
-            (where, key, ident[1], ident[2], mine[1] if mine else None, other[1] if other else None, status)
-        )
+        row = (where, key, ident[1], ident[2], mine[1] if mine else None, other[1] if other else None, status)
+        found.append(KeyValue(key, row))
+    rows = [kv.value for kv in sort_entries(found)]
     columns = list(zip(*rows)) if rows else [()] * len(COLUMNS)
     return pd.DataFrame(
         {
