@@ -294,8 +294,11 @@ class Instance:
             self.process.send_signal(sig)
             self.process.wait(60)
 
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+    def events(self) -> str:
+        """The log's lines on tasks moving (assignments, starting offsets, restores, losses) and problems."""
+        marks = ("applied assignment", "starts from", "restored", "lost", "generation", "FAILED", "WARN", "ERROR")
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(line[:400] for line in lines if any(m in line for m in marks))
 
 
 def group_size(bootstrap: str, group: str) -> int:
@@ -374,8 +377,15 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
         try:
             wait_for(final_counts, 60, f"the committed counts to equal a recount after {log}")
         except AssertionError as e:
-            logs = "\n\n".join(f"{i.log.stem}:\n{i.tail()}" for i in instances)
-            raise AssertionError(f"{e}; (got, expected) differ for {wrong}\n{logs}") from None
+            logs = "\n\n".join(f"{i.log.stem}:\n{i.events()}" for i in instances)
+            out = ks.read_topic(sink, bootstrap_servers=kafka_bootstrap)
+            key = min(wrong, default=None)
+            mine = out[out["key"] == key]
+            history = list(zip(mine["partition"], mine["offset"], mine["value"], strict=True))
+            raise AssertionError(
+                f"{e}; (got, expected) differ for {wrong}\nthe output for {key!r} (partition, offset, count): "
+                f"{history}\n{logs}"
+            ) from None
     finally:
         for inst in instances:
             inst.stop()
