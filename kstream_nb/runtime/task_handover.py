@@ -168,6 +168,8 @@ class TaskHandover:
         """Closes every task dirty (nothing committed; an open transaction aborted) and stops fetching."""
         thread = self.thread
         log.warning("%s: tasks %s lost (%s); they run elsewhere now", thread.name, sorted(thread.tasks), reason)
+        # closing first: what closing the stores writes (their held changes) belongs to the aborted transaction
+        thread.task_manager.close_tasks(clean=False)
         if thread.commit.transactional:
             thread.collector.abort()
             try:
@@ -183,7 +185,6 @@ class TaskHandover:
                     log.debug("closing the producer of %s failed", thread.name, exc_info=True)
                 thread.replace_producer()
             thread.transaction = TransactionState.IDLE
-        thread.task_manager.close_tasks(clean=False)
         self.consumer.assign([])
         self.member.lost = False
         self.applied_epoch = self._applied_read = (

@@ -389,3 +389,31 @@ def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_b
     finally:
         for inst in instances:
             inst.stop()
+
+
+def test_lost_tasks_leave_nothing_of_theirs_for_the_next_transaction(
+    make_kafka_app, names, kafka_bootstrap, monkeypatch
+):
+    """Tasks lost to an eviction close dirty: what closing their stores writes (the changes a store holds for the
+    next commit) goes with the aborted transaction. Were it left for the thread's next transaction, the changelog
+    would hold counts ahead of the committed offsets, and the task's next owner would count those records twice."""
+    from kstream_nb.runtime.task_handover import TaskHandover
+
+    left: list[bool] = []
+    lose = TaskHandover.tasks_lost
+
+    def recording(self: TaskHandover, reason: str) -> None:
+        lose(self, reason)
+        left.append(self.thread.collector.pending())
+
+    monkeypatch.setattr(TaskHandover, "tasks_lost", recording)
+    source = names("words")
+    ks.produce(source, [(f"w{i % 7}", i) for i in range(50)], bootstrap_servers=kafka_bootstrap, partitions=1)
+    b = ks.StreamsBuilder()
+    b.stream(source).group_by_key().count(store="counts")
+    app = make_kafka_app(b.build(), application_id=names("lost"), processing_guarantee="exactly_once_v2",
+                         commit_interval_ms=3_600_000).start()  # fmt: skip
+    wait_for(lambda: app.metrics()["process-total"] >= 50, 60, "the records processed (none committed)")
+    app.threads[0].handover.member.lost = True  # as the group member marks itself when the group threw it out
+    wait_for(lambda: left, 30, "the tasks to be lost")
+    assert left == [False]
