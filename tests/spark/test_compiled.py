@@ -56,6 +56,9 @@ def _compiled_reason(build: Any, **config: Any) -> str:
         (lambda b: b.stream("in").group_by_key().count().to_stream().to("out"), {"statestore_cache_max_bytes": 1},
          "statestore_cache_max_bytes > 0"),
         (lambda b: b.stream("in").group_by_key().reduce(max).to_stream().to("out"), {}, "KStreamReduce"),
+        (lambda b: b.table("in").to_stream().to("out"), {}, "a table (latest value per key, tombstones)"),
+        (lambda b: b.stream("in").group_by_key().windowed_by(ks.SessionWindows.with_gap("5s")).count(),
+         {}, "session windows"),
         (lambda b: b.stream("in", value_serde="string").assign(n=ks.col("a") + 1).to("out"), {},
          "whose serde is StringSerde (JSON only)"),
         (lambda b: b.stream("in").group_by_key().count().to_stream().to("out"), {},
@@ -63,14 +66,14 @@ def _compiled_reason(build: Any, **config: Any) -> str:
         (lambda b: (s := b.stream("in"))[s["a"] > 1].assign(c=s["a"] * 2)[["c"]].to("out"), {},
          "compiled: ExprFilter -> Assign -> Project -> Sink"),
     ],
-    ids=["filter-lambda", "map-values", "processor", "partitioner", "cache", "reduce", "string-values", "count",
-         "expressions"],
+    ids=["filter-lambda", "map-values", "processor", "partitioner", "cache", "reduce", "table", "session",
+         "string-values", "count", "expressions"],
 )  # fmt: skip
 def test_planner_names_what_prevents_compiling(build: Any, config: dict[str, Any], expected: str) -> None:
     reason = _compiled_reason(build, **config)
     assert expected in reason
     if not reason.startswith("compiled"):
-        assert reason.startswith("node 'KSTREAM-") or reason.startswith("sink 'KSTREAM-SINK")
+        assert reason.startswith(("node 'KSTREAM-", "node 'KTABLE-", "sink 'KSTREAM-SINK"))
 
 
 def _records(rng: random.Random, n: int, ts_step: int) -> list[ks.Record]:
@@ -134,6 +137,7 @@ def test_a_mixed_plan_gives_the_replays_bytes_and_the_recount(spark: Any, url: s
     engines = {p.subtopology: p.engine for p in auto.paths}
     assert list(engines.values()).count("compiled") == 2, auto.explain()
     assert "map_values with a Python function" in auto.explain()
+    assert auto._repr_html_().count("<td>compiled</td>") == 2
     for topic in ("clean", "agg", "amounts", "items"):
         assert _outputs(auto, t[topic]) == _outputs(replay, t[topic]), topic
     for store in ("per-user", "per-item"):
@@ -191,3 +195,50 @@ def test_engine_compiled_names_the_operation(spark: Any, url: str) -> None:
         backtest(b.build(), spark, bootstrap_servers=url, engine="compiled", output_partitions={"words": 1})
     with pytest.raises(ValueError, match="engine must be one of"):
         backtest(b.build(), spark, bootstrap_servers=url, engine="fast", output_partitions={"words": 1})
+
+
+def test_windows_with_a_windowed_key_serde_and_null_keys(spark: Any, url: str) -> None:
+    """Tumbling counts written with a Java windowed key (``TimeWindowedSerde``, partitioned by the key inside),
+    hopping named aggregations with grace, emit on close: the replay's bytes, stores and counters, and the
+    windows' final counts recounted."""
+    rng = random.Random(9)
+    records = [
+        ks.Record(rng.choice("wxyz"), {"n": rng.randint(0, 9)}, rng.randint(1, 60) * 1_000) for _ in range(150)
+    ]
+    records[7] = ks.Record(None, {"n": 1}, 5_000)
+    ks.produce("clicks", records, bootstrap_servers=url, partitions=2)
+    for topic in ("tumbling", "hopping", "final"):
+        ks.produce(topic, [], bootstrap_servers=url, partitions=2)
+    b = ks.StreamsBuilder()
+    s = b.stream("clicks")
+    tumbling = ks.TimeWindows.of("10s").grace("5s")
+    s.group_by_key(key_serde="string").windowed_by(tumbling).count(store="t").to_stream().to("tumbling")
+    hopping = ks.TimeWindows.of("10s").advance_by("4s").grace("3s")
+    s.group_by_key().windowed_by(hopping).agg(store="h", n=("n", "sum"), hi=("n", "max")).to_stream().to("hopping")
+    closing = ks.TimeWindows.of("10s").advance_by("5s").grace("2s")
+    s.group_by_key().windowed_by(closing).emit_strategy("on_window_close").count(store="f").to_stream().to("final")
+    topology = b.build()
+    compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
+    replay = backtest(topology, spark, bootstrap_servers=url, engine="replay")
+    for topic in ("tumbling", "hopping", "final"):
+        assert _outputs(compiled, topic) == _outputs(replay, topic), topic
+    for store in ("t", "h-agg-state", "h", "f"):
+        pd.testing.assert_frame_equal(compiled.stores[store].to_pandas(), replay.stores[store].to_pandas())
+    pd.testing.assert_frame_equal(compiled.tasks, replay.tasks)
+    # recount: per partition (as the key's bytes place it) in offset order, count the tumbling windows' records
+    # that arrive while their window is open (end > stream time - grace); the store keeps the windows that
+    # start after its latest window start minus the retention (size + grace)
+    expected: dict[tuple[str, int], int] = {}
+    stream_time, latest_start, partition_of = {0: -1, 1: -1}, {0: -1, 1: -1}, {}
+    for r in records:
+        if r.key is None:
+            continue
+        p = partition_of[r.key] = default_partition(r.key.encode(), 2)
+        stream_time[p] = max(stream_time[p], r.timestamp)
+        start = r.timestamp // 10_000 * 10_000
+        if start + 10_000 > stream_time[p] - 5_000:
+            expected[(r.key, start)] = expected.get((r.key, start), 0) + 1
+            latest_start[p] = max(latest_start[p], start)
+    kept = {w: n for w, n in expected.items() if w[1] > latest_start[partition_of[w[0]]] - 15_000}
+    counts = compiled.stores["t"].to_pandas()
+    assert dict(zip(zip(counts["key"], counts["start"]), counts["value"])) == kept

@@ -5,23 +5,23 @@ timestamp; on a tie the queue added first (``next_queue``'s strict ``<``), and t
 queues user topics first, then the topics it wrote itself, each group by name (``replay.run_task``). That
 merge equals a stable sort by (running max of timestamps within the queue, queue rank, position in the
 queue). A queue written by several upstream tasks is itself their merge by timestamp, ties to the lower task
-(``replay.merge_order``): the same rule one level down. Stream time is the running max over the task's order.
+(``replay.merge_order``): the same rule one level down. (Stream time, the running max of timestamps over the
+task's order, is kept per processor where it matters: ``windows``.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: columns added by ``processing_order``: the record's position in its task and the task's stream time then
-ORDER_COLUMNS = ("pos", "stream_time")
-
 
 def processing_order(frame: Any, topics: list[str], written: set[str]) -> Any:
-    """``frame`` (rows of ``replay.IN_COLUMNS``, one task per ``partition``) with ``pos`` (0, 1, ... in the
-    order the task processes its records) and ``stream_time`` (the running max of timestamps up to it)."""
+    """``frame`` (rows of ``replay.IN_COLUMNS``, one task per ``partition``) with ``pos``: 0, 1, ... in the
+    order the task processes its records (a task reading one user topic: its offsets)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if len(topics) == 1 and not written & set(topics):
+        return frame.withColumn("pos", F.col("offset"))
     ranked = sorted(topics, key=lambda t: (t in written, t))
     rank = F.lit(len(ranked))
     for i, topic in reversed(list(enumerate(ranked))):
@@ -48,8 +48,4 @@ def processing_order(frame: Any, topics: list[str], written: set[str]) -> Any:
     )
     frame = frame.withColumn("_qmax", F.max("ts").over(queue))
     task = Window.partitionBy("partition").orderBy("_qmax", "_rank", "_qpos")
-    frame = frame.withColumn("pos", F.row_number().over(task) - 1)
-    running = (
-        Window.partitionBy("partition").orderBy("pos").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    return frame.withColumn("stream_time", F.max("ts").over(running)).drop("_rank", "_qpos", "_qmax")
+    return frame.withColumn("pos", F.row_number().over(task) - 1).drop("_rank", "_qpos", "_qmax")

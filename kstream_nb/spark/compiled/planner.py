@@ -266,7 +266,29 @@ def _step(
         return _refuse(name, f"{what} with a Python function ({_callable_name(fn)}): opaque to Spark")
     if kind is ops.PassThrough:
         return _refuse(name, "merge of several streams")
-    return _refuse(name, f"{kind.__name__} (no compiled form: Processor API or an unsupported operation)")
+    later = _NOT_YET.get(kind.__name__)
+    if later is not None:
+        return _refuse(name, f"{later} ({kind.__name__}): not compiled yet")
+    return _refuse(name, f"{kind.__name__}: no compiled form")
+
+
+#: operations of the DSL the compiled path does not translate yet (they replay), by processor class
+_NOT_YET = {
+    "KTableSource": "a table (latest value per key, tombstones)",
+    "KTableMaterialize": "a table (latest value per key, tombstones)",
+    "KStreamKTableJoin": "a stream-table join",
+    "KTableKTableJoinSide": "a table-table join",
+    "KStreamKStreamJoinSide": "a windowed stream-stream join",
+    "KStreamSlidingWindowAggregate": "sliding windows",
+    "KStreamSessionWindowAggregate": "session windows",
+    "KTableSuppress": "suppress",
+    "KStreamReduce": "reduce (a Python function)",
+    "KTableAggregate": "a table aggregation (a Python function)",
+    "KTableReduce": "a table reduce (a Python function)",
+    "KTableFilter": "a table filter (a Python function)",
+    "KTableTransformValues": "transform_values (a Processor API function)",
+    "KTableRepartitionMap": "a table group_by (a Python function)",
+}
 
 
 def _refuse(name: str, reason: str) -> Step:
