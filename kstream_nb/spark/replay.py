@@ -106,6 +106,8 @@ class CaptureCollector(RecordByRecordCollector):
         self.rows: list[tuple[Any, ...]] = []
         self._seq = itertools.count()
         self._round_robin: dict[str, Any] = {}
+        self._changelogs = plan.changelogs
+        self._counts = plan.partition_counts
 
     def send(
         self,
@@ -116,10 +118,10 @@ class CaptureCollector(RecordByRecordCollector):
         headers: Headers,
         partition: int | None,
     ) -> None:
-        if topic in self.plan.changelogs:
+        if topic in self._changelogs:
             return
         if partition is None:
-            count = self.partition_count(topic)
+            count = self._counts.get(topic, 1)
             if key is not None:
                 partition = default_partition(key, count)
             else:
@@ -205,6 +207,9 @@ def run_task(plan: StagePlan, table: pa.Table, schema: pa.Schema) -> pa.Table:
     ``schema`` (``arrow_schema(OUT_DDL, ...)``)."""
     partition = int(table.column("partition")[0].as_py())
     topology, config = plan.topology, plan.config
+    for builder in topology.store_builders.values():  # (the worker's own copy of the topology)
+        if builder.logging_enabled and hasattr(builder, "with_logging_disabled"):
+            builder.with_logging_disabled()  # changelog writes are dropped here: do not even hold them
     sub = next(s for s in topology.subtopologies() if s.id == plan.subtopology)
     state_dir = tempfile.mkdtemp(prefix="kstream-nb-backtest-")
     local_config = StreamsConfig.of(**{**_config_settings(config), "state_dir": state_dir})
