@@ -1,25 +1,33 @@
-"""Backtest throughput on local Spark beside the TopologyTestDriver replaying the same records in one process.
+"""Backtest throughput, in one run: test driver, live engine, replay, compiled, and the query by hand in Spark SQL.
 
-    python bench/bench_backtest.py [--n 1000000] [--driver-n N] [--partitions 1,2,4,8] [--master local[2]]
+    python bench/bench_backtest.py [--n 1000000] [--masters local[1],local[2]] [--partitions 2] [--driver-n N]
 
-Topology: events keyed by user, value {"user", "item", "amount"} -> filter(amount > 5) -> map_values ->
-group_by(item) (repartition) -> aggregate(sum of amounts) -> to("totals"): two sub-topologies and a
-Spark shuffle between them. N records go to a fresh ``memory://`` topic (not timed). Timed:
+Query (one the compiled path translates: a column-expression filter and a built-in aggregation): events
+keyed by item, value {"user", "item", "amount"} ->
+``s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"))`` -> ``to_stream().to("totals")``, with
+``statestore_cache_max_bytes=0`` (every update is emitted, as the compiled path does: a record cache would
+decide which updates leave). N records go to a fresh ``memory://`` topic of ``--partitions`` partitions
+(not timed). Timed, each over the same records:
 
-- driver: a TopologyTestDriver fed the serialized records one by one (``pipe_raw``), one process, one core,
-  over the first ``--driver-n`` records of the first topic (default: all N; the output says which);
-- backtest: ``ks.backtest`` end to end (snapshot of the topic to Parquet, both stages, outputs and
-  stores materialized and counted), after a warm-up backtest on a small topic (JVM and workers started).
+- driver: a ``TopologyTestDriver`` fed the serialized records one by one (``pipe_raw``), one process, over
+  the first ``--driver-n`` records (default all);
+- live: ``KafkaStreams`` with one stream thread from ``start()`` until every update is on "totals", minus
+  the same for 10 records (startup): the live engine's steady per-core rate;
+- replay / compiled: ``ks.backtest(engine=...)`` end to end (snapshot of the topic to Parquet, the stage, the
+  outputs counted), after a warm-up backtest; "n/a" when the installed ``backtest`` has no such engine;
+- spark-sql: the query written by hand with DataFrame functions over the same snapshot (``from_json``, filter,
+  a running ``sum`` per key over a window ordered by partition and offset, ``to_json``), written to the
+  ``noop`` sink: the ceiling for this query on this Spark session.
 
-The backtest runs once per partition count (1, 2, 4, 8 by default: tasks per stage), each over a topic
-of N records split that way. Spark runs ``local[2]`` by default: parallelism is capped by the cores Spark
-gets (``--master``). Prints a table with each run's records/s and its ratio to the driver's records/s
-measured in the same run; it is not a test.
+Every engine's update count is checked against a recount (records with amount > 5). The Spark engines run
+once per master (``--masters``); the table gives records/s, the ratio to spark-sql on the same master, and
+for replay its records/s per core over the live engine's steady rate. It prints numbers; it is not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 import uuid
 from typing import Any
@@ -27,37 +35,35 @@ from typing import Any
 import numpy as np
 
 import kstream_nb as ks
+from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory import reset_cluster
 from kstream_nb.spark import backtest, spark_session
+
+CONFIG: dict[str, Any] = {"statestore_cache_max_bytes": 0}
 
 
 def build_topology() -> ks.Topology:
     b = ks.StreamsBuilder()
-    (
-        b.stream("events")
-        .filter(lambda user, e: e["amount"] > 5)
-        .map_values(lambda e: {"item": e["item"], "amount": e["amount"]})
-        .group_by(lambda user, e: e["item"])
-        .aggregate(lambda: 0, lambda item, e, total: total + e["amount"], store="totals-store")
-        .to_stream()
-        .to("totals")
-    )
+    s = b.stream("events")
+    s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
     return b.build()
 
 
-def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> None:
+def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> int:
+    """Produces ``n`` events; returns how many updates the query emits (the recount: amount > 5)."""
     rng = np.random.default_rng(seed)
     users = rng.integers(0, 10_000, n)
     items = rng.integers(0, 1_000, n)
     amounts = rng.integers(0, 100, n)
     records = [
-        (f"user-{u}", {"user": f"user-{u}", "item": f"item-{i}", "amount": int(a)})
+        (f"item-{i}", {"user": f"user-{u}", "item": f"item-{i}", "amount": int(a)})
         for u, i, a in zip(users.tolist(), items.tolist(), amounts.tolist())
     ]
-    # timestamps from an hour ago (older ones would fall to the topic's default retention of 7 days)
+    # timestamps from an hour ago, one ms apart (older ones would fall to the default retention of 7 days)
     start_ms = int(time.time() * 1000) - 3_600_000
     ks.produce("events", records, bootstrap_servers=url, partitions=partitions, timestamps=start_ms)
     ks.produce("totals", [], bootstrap_servers=url, partitions=partitions)
+    return int((amounts > 5).sum())
 
 
 def time_driver(url: str, limit: int) -> tuple[float, int]:
@@ -65,7 +71,7 @@ def time_driver(url: str, limit: int) -> tuple[float, int]:
     raw = ks.read_topic("events", bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
     raw = raw.sort_values(["timestamp", "partition", "offset"]).head(limit)
     rows = list(zip(raw["key"].tolist(), raw["value"].tolist(), raw["timestamp"].tolist()))
-    with ks.TopologyTestDriver(build_topology()) as driver:
+    with ks.TopologyTestDriver(build_topology(), dict(CONFIG)) as driver:
         start = time.perf_counter()
         for key, value, ts in rows:
             driver.pipe_raw("events", key, value, int(ts))
@@ -73,63 +79,146 @@ def time_driver(url: str, limit: int) -> tuple[float, int]:
     return seconds, len(rows)
 
 
-def time_backtest(spark: Any, url: str) -> tuple[float, int, int, dict[int, float]]:
-    """Seconds of one backtest end to end, task records processed, outputs, seconds per sub-topology."""
+def _updates(url: str) -> int:
+    """Records on "totals" (the sum of its partitions' end offsets)."""
+    admin = connect(url).admin()
+    count = admin.partition_count("totals") or 0
+    tps = [ks.TopicPartition("totals", p) for p in range(count)]
+    return sum(admin.end_offsets(tps).values())
+
+
+def time_live(n: int, partitions: int) -> float:
+    """The live engine's steady rate: records/s of one stream thread, startup (10 records) subtracted."""
+
+    def run(m: int) -> float:
+        url = f"memory://bench-live-{uuid.uuid4().hex[:6]}"
+        expected = produce_events(url, m, partitions)
+        app = ks.KafkaStreams(build_topology(), application_id="live", bootstrap_servers=url,
+                              num_stream_threads=1, **CONFIG)  # fmt: skip
+        t0 = time.perf_counter()
+        app.start()
+        try:
+            while True:
+                app.wait_until_idle(timeout=600)
+                if _updates(url) >= expected:
+                    break
+            seconds = time.perf_counter() - t0
+            assert _updates(url) == expected, f"live wrote {_updates(url)} updates, expected {expected}"
+        finally:
+            app.stop(timeout=30)
+            reset_cluster(url)
+        return seconds
+
+    startup = min(run(10) for _ in range(2))
+    return n / (run(n) - startup)
+
+
+def time_backtest(spark: Any, url: str, engine: str) -> tuple[float, int]:
+    """Seconds of one backtest end to end and the updates it wrote to "totals"."""
     start = time.perf_counter()
-    result = backtest(build_topology(), spark, bootstrap_servers=url)
+    extra = {} if engine == "default" else {"engine": engine}
+    result = backtest(build_topology(), spark, bootstrap_servers=url, **extra, **CONFIG)
     outputs = result.outputs["totals"].count()
-    stores = result.stores["totals-store"].count()
+    result.stores["totals"].count()
+    return time.perf_counter() - start, outputs
+
+
+def time_sql(spark: Any, url: str) -> tuple[float, int]:
+    """The query by hand in Spark SQL over the same snapshot: seconds and updates written (``noop`` sink)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from kstream_nb.spark.source import read_topic
+
+    start = time.perf_counter()
+    events = read_topic(spark, "events", bootstrap_servers=url)
+    value = F.from_json(F.col("value").cast("string"), "user string, item string, amount long")
+    running = Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
+    updates = (
+        events.select("partition", "offset", "timestamp", "key", value.alias("v"))
+        .where(F.col("v.amount") > 5)
+        .select(
+            "key",
+            F.to_json(F.struct(F.sum("v.amount").over(running).alias("total"))).cast("binary").alias("value"),
+            F.max("timestamp").over(running).alias("timestamp"),
+        )
+    )
+    updates.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - start
-    assert stores <= 1_000 and outputs > 0
-    return seconds, result.processed, outputs, result.stage_seconds
+    return seconds, int(updates.count())  # counted after the timing (a second pass)
+
+
+def engines_available() -> dict[str, bool]:
+    has_engine = "engine" in inspect.signature(backtest).parameters
+    return {"replay": True, "compiled": has_engine}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--driver-n", type=int, default=None, help="records for the test driver (default: N)")
-    parser.add_argument("--partitions", default="1,2,4,8")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--skip-driver", action="store_true")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--skip", default="", help="comma-separated engines not to run (driver,live,...)")
     args = parser.parse_args(argv)
-    counts = [int(p) for p in args.partitions.split(",") if p]
-    driver_n = min(args.n, args.driver_n or args.n)
+    skip = set(filter(None, args.skip.split(",")))
+    masters = [m for m in args.masters.split(",") if m]
+    url = f"memory://bench-{uuid.uuid4().hex[:6]}"
     t0 = time.perf_counter()
-    spark = spark_session(args.master, config={"spark.driver.memory": "4g"})
-    print(f"spark session {args.master}: {time.perf_counter() - t0:.1f}s")
-    warm = f"memory://bench-warm-{uuid.uuid4().hex[:6]}"
-    produce_events(warm, 2_000, 2)
-    t0 = time.perf_counter()
-    time_backtest(spark, warm)
-    reset_cluster(warm)
-    print(f"warm-up backtest (2,000 records): {time.perf_counter() - t0:.1f}s\n", flush=True)
-
-    driver_rate: float | None = None
-    rows = []
-    for i, p in enumerate(counts):
-        url = f"memory://bench-{uuid.uuid4().hex[:6]}"
-        t0 = time.perf_counter()
-        produce_events(url, args.n, p)
-        made = time.perf_counter() - t0
-        if i == 0 and not args.skip_driver:
-            seconds, n = time_driver(url, driver_n)
-            driver_rate = n / seconds
-            what = "all the records" if n == args.n else f"the first {n:,} of the {args.n:,} records"
-            rows.append((f"TopologyTestDriver ({n:,} records)", p, n, seconds))
-            print(f"driver: {what} in {seconds:.1f}s ({driver_rate:,.0f}/s)", flush=True)
-        seconds, processed, outputs, stages = time_backtest(spark, url)
-        assert processed >= args.n, f"the backtest processed {processed} records of {args.n}"
-        rows.append((f"backtest, Spark {args.master}", p, args.n, seconds))
-        per_stage = ", ".join(f"sub-topology {k}: {v:.1f}s" for k, v in sorted(stages.items()))
-        print(f"backtest, {p} partition(s): {seconds:.1f}s ({processed:,} task records, {outputs:,} outputs; "
-              f"{per_stage}; producing took {made:.1f}s)", flush=True)  # fmt: skip
-        reset_cluster(url)
+    expected = produce_events(url, args.n, args.partitions)
+    print(f"produced {args.n:,} records ({args.partitions} partitions, {expected:,} updates expected) "
+          f"in {time.perf_counter() - t0:.1f}s", flush=True)  # fmt: skip
+    rows: list[tuple[str, str, int, float | None]] = []  # engine, master, records, seconds (None: n/a)
+    if "driver" not in skip:
+        seconds, n = time_driver(url, min(args.n, args.driver_n or args.n))
+        rows.append((f"test driver ({n:,} records)", "1 process", n, seconds))
+        print(f"driver: {n:,} records in {seconds:.1f}s ({n / seconds:,.0f}/s)", flush=True)
+    live_rate: float | None = None
+    if "live" not in skip:
+        live_rate = time_live(args.n, args.partitions)
+        rows.append(("live engine, 1 stream thread (steady)", "1 process", args.n, args.n / live_rate))
+        print(f"live: {live_rate:,.0f}/s steady", flush=True)
+    available = engines_available()
+    sql_seconds: dict[str, float] = {}
+    for master in masters:
+        spark = spark_session(master, config={"spark.driver.memory": "4g"})
+        warm = f"memory://bench-warm-{uuid.uuid4().hex[:6]}"
+        produce_events(warm, 2_000, args.partitions)
+        for engine in ("replay", "compiled"):
+            if engine not in skip and available[engine]:
+                time_backtest(spark, warm, engine if available["compiled"] else "default")
+        time_sql(spark, warm)
+        reset_cluster(warm)
+        for engine in ("replay", "compiled", "spark-sql"):
+            if engine in skip:
+                continue
+            if not available.get(engine, True):
+                rows.append((engine, master, args.n, None))
+                print(f"{engine} on {master}: n/a (ks.backtest has no engine={engine!r})", flush=True)
+                continue
+            if engine == "spark-sql":
+                seconds, updates = time_sql(spark, url)
+            else:
+                seconds, updates = time_backtest(spark, url, engine if available["compiled"] else "default")
+            assert updates == expected, f"{engine} wrote {updates:,} updates, the recount is {expected:,}"
+            rows.append((engine, master, args.n, seconds))
+            if engine == "spark-sql":
+                sql_seconds[master] = seconds
+            print(f"{engine} on {master}: {seconds:.1f}s ({args.n / seconds:,.0f}/s)", flush=True)
+        spark.stop()
+    reset_cluster(url)
     print()
-    print(f"{'engine':<40} {'partitions':>10} {'records':>11} {'seconds':>8} {'records/s':>11} {'x driver':>9}")
-    for engine, p, n, seconds in rows:
-        ratio = f"{n / seconds / driver_rate:>9.2f}" if driver_rate else f"{'-':>9}"
-        print(f"{engine:<40} {p:>10} {n:>11,} {seconds:>8.1f} {n / seconds:>11,.0f} {ratio}")
-    spark.stop()
+    print(f"{'engine':<40} {'where':>10} {'records':>10} {'seconds':>8} {'records/s':>10} {'x sql':>6} "
+          f"{'/core x live':>12}")  # fmt: skip
+    for engine, where, n, seconds in rows:
+        if seconds is None:
+            print(f"{engine:<40} {where:>10} {n:>10,} {'n/a':>8} {'n/a':>10} {'':>6} {'':>12}")
+            continue
+        rate = n / seconds
+        vs_sql = f"{sql_seconds[where] / seconds:.2f}" if where in sql_seconds else ""
+        cores = int(where[len("local[") : -1]) if where.startswith("local[") else 1
+        vs_live = f"{rate / cores / live_rate:.2f}" if live_rate and engine == "replay" else ""
+        print(f"{engine:<40} {where:>10} {n:>10,} {seconds:>8.1f} {rate:>10,.0f} {vs_sql:>6} {vs_live:>12}")
     return 0
 
 
