@@ -158,13 +158,15 @@ class AssignmentLeader:
         for m, data in sorted(self._target.items()):
             view = data
             active = {}
+            standby = set(data.get("standby", ()))
             for task_id, tps in sorted(data.get("active", {}).items()):
                 if holders.get(task_id, set()) - {m}:
                     moving[task_id] = m  # its holder releases it first
+                    if m in live and task_id in live[m].standby:
+                        standby.add(task_id)  # the warm copy stays until the task comes
                 else:
                     active[task_id] = [[tp.topic, tp.partition] for tp in tps]
-            members[m] = {"active": active, "standby": list(data.get("standby", ())),
-                          "warmup": list(data.get("warmup", ()))}  # fmt: skip
+            members[m] = {"active": active, "standby": sorted(standby), "warmup": list(data.get("warmup", ()))}
         return TaskAssignment(
             epoch=(previous.epoch + 1) if previous is not None else 1,
             generation=generation,

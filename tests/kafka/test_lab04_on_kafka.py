@@ -22,7 +22,11 @@ def test_lab_04_runs_the_sticky_join_and_the_warm_takeover_on_kafka(kafka_bootst
     assert len(sources) == 1
     monkeypatch.setenv("KSTREAM_NB_KAFKA", kafka_bootstrap)
     shown: list[object] = []
-    exec(sources[0], {"ks": ks, "wait_until": wait_until, "display": shown.append})  # the cell's own asserts
+    try:
+        exec(sources[0], {"ks": ks, "wait_until": wait_until, "display": shown.append})  # the cell's own asserts
+    finally:
+        for app in ks.running_apps():  # (left running by a failed assert)
+            app.stop()
     out = capsys.readouterr().out
     assert "moved to kafka-1, which restored" in out and len(shown) == 1
     assert ks.running_apps() == []

@@ -60,8 +60,12 @@ def test_stateful_tasks_move_to_a_new_instance_only_after_its_warm_ups_caught_up
     first = start_instance(word_count(source), app_id, "a", **settings)
     expected = dict(Counter(w for s in sentences for w in s.split()))
     wait_for(lambda: first.wait_until_idle(60) and counts(first) == expected, 90, "the first instance to count")
-    changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
-    per_task = changelog.groupby("partition").size().to_dict()
+
+    def changelog_per_task() -> dict[int, int] | None:  # the counts reach the changelog at the commit after
+        records = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
+        return records.groupby("partition").size().to_dict() if records["key"].nunique() == len(expected) else None
+
+    per_task = wait_for(changelog_per_task, 60, "every count in the changelog")
     assert min(per_task.values()) > 10 * 10  # every stateful task is far beyond the acceptable recovery lag
 
     second = start_instance(word_count(source), app_id, "b", **settings)
@@ -73,10 +77,9 @@ def test_stateful_tasks_move_to_a_new_instance_only_after_its_warm_ups_caught_up
     )  # fmt: skip
     moved = tasks(second) & stateful
     moved_records = sum(per_task[int(t.split("_")[1])] for t in moved)
-    metrics = second.metrics()
-    # the copies were built as warm-up (standby) replicas, before the tasks moved, not restored as actives
-    assert metrics["standby-records-applied"] >= moved_records
-    restored = metrics["restored-records-total"]
+    # the copies were built as warm-up (standby) replicas before the tasks moved: taking them over restored
+    # next to nothing (a move without a warm-up restores the moved tasks' whole changelogs)
+    restored = second.metrics()["restored-records-total"]
     assert restored < moved_records / 10, f"the move restored {restored} of {moved_records} changelog records"
     more = [f"u{i} x{i % 3}" for i in range(200)]
     ks.produce(source, more, bootstrap_servers=kafka_bootstrap, partitions=4)
