@@ -306,6 +306,7 @@ def group_size(bootstrap: str, group: str) -> int:
     return len(describe_members(bootstrap, group))
 
 
+@pytest.mark.timeout(300)  # nine membership events, each waited for; slower on a loaded machine
 def test_exactly_once_counts_through_joins_clean_leaves_and_kills(names, kafka_bootstrap, tmp_path):
     rng = random.Random(2511)
     source, sink, app_id = names("sentences"), names("counts"), names("eos-leader")
