@@ -85,3 +85,24 @@ def result_builder(step: Aggregate, finished: bool) -> Callable[[dict[str, Any]]
         return out
 
     return result
+
+
+def json_in_spark(step: Aggregate, fields: ValueFields) -> Any:
+    """The JSON bytes of each result, written by Spark, when they equal orjson's: a count, or named
+    aggregations whose results are all integers or booleans (Spark writes doubles as Java does, ``1.0E7``,
+    and escapes strings its own way); else None (the sink's serde writes them, ``codec.encode_objects``)."""
+    from pyspark.sql import functions as F
+
+    if step.specs is None:
+        return F.col("agg.count").cast("string").cast("binary")
+    parts = []
+    for i, (name, (field, fn)) in enumerate(step.specs.items()):
+        if fn == "count":
+            parts.append(F.col(f"agg.n{i}").alias(name))
+        elif fn == "sum" and fields.dtype(field) == "bigint":
+            parts.append(F.coalesce(F.col(f"agg.s{i}"), F.lit(0).cast("long")).alias(name))
+        elif fn in ("min", "max", "first", "last") and fields.dtype(field) in ("bigint", "boolean"):
+            parts.append(F.col(f"agg.s{i}").alias(name))
+        else:
+            return None
+    return F.to_json(F.struct(*parts), {"ignoreNullFields": "false"}).cast("binary")

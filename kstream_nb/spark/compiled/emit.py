@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream_nb.cluster.serde_specs import serde_from
-from kstream_nb.cluster.serdes import Serde
+from kstream_nb.cluster.serdes import JsonSerde, Serde
 from kstream_nb.runtime.config import StreamsConfig
-from kstream_nb.spark.compiled.aggregate import result_builder, running_aggregates, state_builder
+from kstream_nb.spark.compiled.aggregate import json_in_spark, result_builder, running_aggregates, state_builder
 from kstream_nb.spark.compiled.codec import encode_objects, pickle_keys, recode_keys, recode_windowed_keys
 from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish
 from kstream_nb.spark.compiled.rows import out_rows, store_rows
@@ -64,6 +64,8 @@ def aggregate_rows(
         updates = running_aggregates(windowed.where(~F.col("late")), step, fields, ["partition", "gk", "start"])
         per_record = windows_per_record(step)
         seq = (F.col("pos") * len(plan.branches) + index) * per_record + F.col("widx")
+    if stores_too and (branch.sink is not None or step.emit_final):
+        updates = updates.localCheckpoint(eager=True)  # read again for the stores
     finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     sent = updates
     if step.emit_final:
@@ -84,7 +86,12 @@ def aggregate_rows(
                 plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, sink.partitioner, text
             )
             out = sent.withColumn("k", keys(F.col("key"), F.col("start"), F.col("end")))
-        out = out.withColumn("val", values(F.col("agg")))
+        fast = json_in_spark(step, fields) if type(sink.value_serde) is JsonSerde else None
+        if fast is None:
+            out = out.withColumn("val", values(F.col("agg")))
+        else:
+            text_column = fast.cast("string") if text else F.lit(None).cast("string")
+            out = out.withColumn("val", F.struct(fast.alias("bytes"), text_column.alias("text")))
         result.append(out_rows(out, topic, partitions, seq, "agg_ts"))
     if stores_too:
         result.extend(_store_entries(ctx, step, finish, updates, sent))

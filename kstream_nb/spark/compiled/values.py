@@ -17,12 +17,19 @@ from kstream_nb.spark.compiled.planner import NotCompilable
 _INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 
 
-def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
-    """Spark type per field of the values of ``frame`` (column ``value``, binary JSON); fields never set
-    (always missing or null) read as ``string`` nulls."""
+def with_parsed(frame: Any) -> Any:
+    """``frame`` with ``_pv``: its JSON values parsed once, as variants (null for a null or invalid value)."""
     from pyspark.sql import functions as F
 
-    parsed = F.try_parse_json(F.col("value").cast("string"))
+    return frame.withColumn("_pv", F.try_parse_json(F.col("value").cast("string")))
+
+
+def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
+    """Spark type per field of the values of ``frame`` (``value``: binary JSON, ``_pv``: ``with_parsed``);
+    fields never set (always missing or null) read as ``string`` nulls."""
+    from pyspark.sql import functions as F
+
+    parsed = F.col("_pv")
     checks = [
         F.sum(F.when(F.col("value").isNotNull() & parsed.isNull(), 1).otherwise(0)).alias("_invalid"),
         F.sum(
@@ -70,10 +77,10 @@ def _path(name: str) -> str:
 
 
 def parse_values(frame: Any, schema: dict[str, str]) -> Any:
-    """``frame`` with ``v``: the value parsed into a struct of the read fields (null for a null value)."""
+    """``frame`` (with ``_pv``) with ``v``: the value as a struct of the read fields (null for a null value)."""
     from pyspark.sql import functions as F
 
     if not schema:
         return frame.withColumn("v", F.lit(None).cast("struct<_none:string>"))
-    ddl = ", ".join(f"`{name.replace('`', '``')}` {kind}" for name, kind in schema.items())
-    return frame.withColumn("v", F.from_json(F.col("value").cast("string"), f"struct<{ddl}>"))
+    fields = [F.variant_get(F.col("_pv"), _path(name), kind).alias(name) for name, kind in schema.items()]
+    return frame.withColumn("v", F.when(F.col("_pv").isNotNull(), F.struct(*fields)))
