@@ -8,6 +8,7 @@ not applied yet; and an instance restarted on its state directory keeps its proc
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,13 @@ def test_standbys_keep_the_other_instance_warm_and_take_over(make_kafka_app, nam
         return {tid: (info["instance"], info["standby"]) for tid, info in view.items()} == expected
 
     wait_for(view_complete, 15, "the all-instances view with active and standby instances")
-    changelog = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
+    words = set(Counter(w for s in sentences for w in s.split()))
+
+    def complete_changelog() -> tuple[Any] | None:  # the counts reach the changelog at a commit after they're made
+        records = ks.read_topic(f"{app_id}-counts-changelog", bootstrap_servers=kafka_bootstrap)
+        return (records,) if set(records["key"]) == words else None
+
+    (changelog,) = wait_for(complete_changelog, 30, "every count in the changelog")
     moved = changelog[changelog["partition"].isin([int(t[2:]) for t in tasks(second) & stateful])]
     wait_for(lambda: first.metrics()["standby-records-applied"] >= len(moved), 30, "the standbys to catch up")
     restored_before = first.metrics()["restored-records-total"]
