@@ -248,6 +248,14 @@ class KStreamDataSource(DataSource):
         return KStreamReader(self.options)
 
 
+def _snapshot(topic: str, bootstrap_servers: str, snapshot_dir: str | None) -> str:
+    """A Parquet archive of a ``memory://`` topic (Spark's workers cannot see the embedded cluster)."""
+    from kstream_nb.cluster.export import export_topic
+
+    base = snapshot_dir or tempfile.mkdtemp(prefix="kstream-nb-snapshot-")
+    return str(export_topic(topic, os.path.join(base, topic), bootstrap_servers=bootstrap_servers))
+
+
 def read_topic(
     spark: Any,
     topic: str,
@@ -270,10 +278,7 @@ def read_topic(
     register_data_source(spark)
     reader = spark.read.format(SHORT_NAME).option("topic", topic)
     if path is None and bootstrap_servers.startswith("memory://"):
-        from kstream_nb.cluster.export import export_topic
-
-        base = snapshot_dir or tempfile.mkdtemp(prefix="kstream-nb-snapshot-")
-        path = str(export_topic(topic, os.path.join(base, topic), bootstrap_servers=bootstrap_servers))
+        path = _snapshot(topic, bootstrap_servers, snapshot_dir)
     if path is not None:
         reader = reader.option("path", path)
     else:
@@ -311,11 +316,10 @@ def read_history(
                           client_config=client_config)  # fmt: skip
     from pyspark.sql import functions as F
 
-    from kstream_nb.cluster.export import archive_info, archive_partition_file, export_topic
+    from kstream_nb.cluster.export import archive_info, archive_partition_file
 
     if path is None:
-        base = snapshot_dir or tempfile.mkdtemp(prefix="kstream-nb-snapshot-")
-        path = str(export_topic(topic, os.path.join(base, topic), bootstrap_servers=bootstrap_servers))
+        path = _snapshot(topic, bootstrap_servers, snapshot_dir)
     meta = archive_info(path)
     if meta["topic"] != topic:
         raise StreamsError(f"the archive at {path} holds topic {meta['topic']!r}, not {topic!r}")
