@@ -25,4 +25,3 @@ def test_a_join_task_waits_for_table_records_the_broker_already_holds() -> None:
     out = ks.read_topic("enriched", bootstrap_servers=url)
     # every order meets its user: users are stamped before every order, and were on the broker all along
     assert sorted(out["value"].map(lambda v: (v["order"], v["name"]))) == [(i, f"user {5 - i}") for i in range(6)]
-
