@@ -55,13 +55,17 @@ AUTHENTICATION_ERRORS = frozenset(
 )
 
 #: ListOffsets answers while a new topic's leader is being elected or a leader moves (librdkafka does not
-#: flag them retriable in admin results)
+#: flag them retriable in admin results; a broker that just took a new topic's leadership may answer with the
+#: leader epoch errors for a moment)
 LEADER_MOVING = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._NOENT,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
     }
 )
 
