@@ -61,6 +61,8 @@ class AssignmentLeader:
         self._end: int | None = None
         self._published: TaskAssignment | None = None
         self._missing_checked_at = 0.0
+        #: the missing topics of the last round seen to exist at the previous look
+        self._appeared: set[str] = set()
 
     def lead(self, member_id: str, generation: int) -> None:
         """One step of the leader's duties (called from the leading thread's loop; never blocks long)."""
@@ -112,12 +114,15 @@ class AssignmentLeader:
                  {m: sorted(a["active"]) for m, a in target.members.items()}, dict(target.in_transit))  # fmt: skip
 
     def _missing_topic_appeared(self, now: float) -> bool:
-        """Whether a source topic the last round lacked exists now (checked every ``MISSING_TOPICS_S``)."""
+        """Whether a source topic the last round lacked exists now and did not at the previous look (checked
+        every ``MISSING_TOPICS_S``)."""
         missing = self._published.missing_topics if self._published is not None else ()
         if not missing or now - self._missing_checked_at < MISSING_TOPICS_S:
             return False
         self._missing_checked_at = now
-        return any(self.admin.partition_count(t) is not None for t in missing)
+        appeared = {t for t in missing if self.admin.partition_count(t) is not None}
+        new, self._appeared = appeared - self._appeared, appeared
+        return bool(new)
 
     def target(self, live: Mapping[str, MemberStatus], previous: TaskAssignment | None) -> dict[str, Any]:
         """Member -> what the assignor gives it (``StreamsPartitionAssignor.assign`` over the statuses)."""
