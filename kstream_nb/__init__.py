@@ -45,6 +45,7 @@ from kstream_nb.processor.timestamps import (
     WallclockTimestampExtractor,
 )
 from kstream_nb.processor.topic_extractor_sink import RecordContext
+from kstream_nb.processor.value_joiners import MergeJoiner, merge_joiner
 from kstream_nb.processor.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, Windowed
 from kstream_nb.runtime.app import KafkaStreams, State, ThreadFailureResponse, running_apps
 from kstream_nb.runtime.app_reset import AppRunningError, ResetResult, reset_app
@@ -105,6 +106,7 @@ __all__ = [
     "KafkaStreams",
     "KeyQueryMetadata",
     "KeyValue",
+    "MergeJoiner",
     "MissingSourceTopicError",
     "ProcessingError",
     "Processor",
@@ -142,6 +144,7 @@ __all__ = [
     "compare",
     "export_topic",
     "lit",
+    "merge_joiner",
     "produce",
     "profile_topic",
     "read_topic",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 import kstream_nb as ks
@@ -119,3 +120,30 @@ def test_join_buffer_emits_closed_records_behind_an_open_one() -> None:
     buffer.advance_stream_time(10)
     assert buffer.expired(after_ms=0, before_ms=100, grace_ms=0) == [(5, True, "l", "left")]
     assert len(buffer) == 1
+
+
+def test_merge_joiner_joins_dict_values_as_pandas_merge_does() -> None:
+    b = ks.StreamsBuilder()
+    b.stream("orders").left_join(b.table("users"), ks.merge_joiner()).to("out")
+    with ks.TopologyTestDriver(b.build()) as d:
+        orders, users = d.create_input_topic("orders"), d.create_input_topic("users")
+        users.pipe_input("u1", {"name": "Ann", "id": 7}, timestamp=1)
+        orders.pipe_input("u1", {"id": 1, "qty": 2}, timestamp=2)
+        orders.pipe_input("u2", {"id": 2, "qty": 5}, timestamp=3)
+        got = [(r.key, r.value) for r in d.create_output_topic("out").read_records_to_list()]
+    left = pd.DataFrame([{"key": "u1", "id": 1, "qty": 2}, {"key": "u2", "id": 2, "qty": 5}])
+    right = pd.DataFrame([{"key": "u1", "name": "Ann", "id": 7}])
+    merged = left.merge(right, on="key", how="left", suffixes=("", "_right"))
+    expected = [
+        (row["key"], {k: int(v) if isinstance(v, float) else v for k, v in row.items() if k != "key" and v == v})
+        for row in merged.to_dict("records")
+    ]
+    assert got == expected
+    assert list(got[0][1]) == ["id", "qty", "name", "id_right"]
+
+
+def test_merge_joiner_names_a_value_that_is_not_a_dict() -> None:
+    with pytest.raises(ks.StreamsError, match="dict values, got a str on the right"):
+        ks.merge_joiner()({"a": 1}, "x")
+    with pytest.raises(ValueError, match="two different suffixes"):
+        ks.merge_joiner(("_x", "_x"))
