@@ -66,6 +66,14 @@ class Project:
 
 
 @dataclass(frozen=True)
+class SelectKey:
+    """``select_key``/``group_by`` by a column expression of the value (``rekey``)."""
+
+    node: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
 class DropNullKeys:
     """A repartition's filter: null keys are dropped silently (not counted, as Kafka)."""
 
@@ -109,8 +117,8 @@ class Sink:
     partitioner: WindowedStreamPartitioner | None = None
 
 
-Step = ExprFilter | Assign | Project | DropNullKeys | Aggregate | Finish | ToStream | Sink
-STATELESS = (ExprFilter, Assign, Project, DropNullKeys)
+Step = ExprFilter | Assign | Project | SelectKey | DropNullKeys | Aggregate | Finish | ToStream | Sink
+STATELESS = (ExprFilter, Assign, Project, SelectKey, DropNullKeys)
 
 
 @dataclass
@@ -132,7 +140,7 @@ class Branch:
         read: set[str] = set()
         assigned: set[str] = set()
         for step in self.steps:
-            if isinstance(step, ExprFilter):
+            if isinstance(step, (ExprFilter, SelectKey)):
                 read |= step.expr.columns() - assigned
             elif isinstance(step, Assign):
                 for name, expr in step.columns.items():
@@ -245,6 +253,9 @@ def _step(
     if kind is ops.KStreamProject:
         _need_json(plan, name)
         return Project(name, tuple(processor.names))
+    if kind is ops.KStreamExprSelectKey:
+        _need_json(plan, name)
+        return SelectKey(name, processor.expr)
     if kind is KStreamAggregate or kind is KStreamWindowAggregate:
         return _aggregate(processor, spec, plan, steps, topology, config)
     if kind is KTableMapValues:
@@ -335,6 +346,9 @@ def _check_order(branch: Branch) -> None:
     """After an aggregation only its finish, ``to_stream`` and a sink are compiled."""
     seen_aggregate = False
     for i, step in enumerate(branch.steps):
+        rekeyed = any(isinstance(s, SelectKey) for s in branch.steps[:i])
+        if rekeyed and not isinstance(step, (*STATELESS, Sink)):  # live, a repartition comes first
+            raise NotCompilable(f"node {step.node!r}: {type(step).__name__} after select_key is not compiled")
         if isinstance(step, Aggregate):
             seen_aggregate = True
         elif isinstance(step, STATELESS) and seen_aggregate:
