@@ -180,6 +180,11 @@ def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig
     specs = topology.node_specs
     sources = [specs[n] for n in sub.nodes if isinstance(specs[n], SourceSpec)]
     if len(sources) != 1:
+        from kstream_nb.spark.compiled.stream_join import is_stream_join, plan_stream_join
+
+        inputs = [s for s in sources if isinstance(s, SourceSpec)]
+        if is_stream_join(topology, inputs):  # two sources joined by a windowed stream-stream join
+            return plan_stream_join(topology, sub, config, inputs)
         raise NotCompilable(f"{len(sources)} source nodes (a merge or a join of several inputs)")
     source = sources[0]
     assert isinstance(source, SourceSpec)

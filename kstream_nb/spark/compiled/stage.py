@@ -20,6 +20,7 @@ from kstream_nb.spark.compiled.planner import STATELESS, Branch, CompiledPlan, D
 from kstream_nb.spark.compiled.rekey import apply_steps, sink_keys
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
+from kstream_nb.spark.compiled.stream_join import StreamJoinPlan, run_stream_join
 from kstream_nb.spark.compiled.values import parse_values, value_schema, with_parsed
 from kstream_nb.topology.topology import Topology
 
@@ -39,6 +40,8 @@ def run_compiled(
     Raises ``NotCompilable`` when the data holds what the compiled path cannot read as the runtime does."""
     from pyspark.sql import functions as F
 
+    if isinstance(plan, StreamJoinPlan):
+        return run_stream_join(plan, frame, resolve, counts, written, sink_serdes)
     topics = [resolve(t) for t in plan.source_topics]
     ctx = StageContext(plan, topology, config, resolve, counts, sink_serdes, topics[0])
     reads = any(_reads_values(b) for b in plan.branches)
