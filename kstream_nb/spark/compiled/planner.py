@@ -24,7 +24,8 @@ from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.expressions.tree import Expr
 from kstream_nb.processor.sink import WindowedStreamPartitioner
 from kstream_nb.processor.stream_aggregate import KStreamAggregate
-from kstream_nb.processor.table_ops import KTableMapValues, KTableToStream
+from kstream_nb.processor.table_joins import KStreamKTableJoin
+from kstream_nb.processor.table_ops import KTableMapValues, KTableMaterialize, KTableSource, KTableToStream
 from kstream_nb.processor.window_aggregate import KStreamWindowAggregate
 from kstream_nb.processor.windows import TimeWindows
 from kstream_nb.runtime.config import StreamsConfig
@@ -103,6 +104,26 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class Table:
+    """A table: each key's latest value in ``store`` (None: not materialized), every update forwarded;
+    ``source``: a table source, which drops (and counts) null keys (``tables``)."""
+
+    node: str
+    store: str | None
+    source: bool
+
+
+@dataclass(frozen=True)
+class TableJoin:
+    """A stream-table join on the key with ``ks.merge_joiner`` (``left``: a left join), the table in ``store``."""
+
+    node: str
+    store: str
+    left: bool
+    joiner: Any
+
+
+@dataclass(frozen=True)
 class ToStream:
     node: str
 
@@ -117,7 +138,19 @@ class Sink:
     partitioner: WindowedStreamPartitioner | None = None
 
 
-Step = ExprFilter | Assign | Project | SelectKey | DropNullKeys | Aggregate | Finish | ToStream | Sink
+Step = (
+    ExprFilter
+    | Assign
+    | Project
+    | SelectKey
+    | DropNullKeys
+    | Aggregate
+    | Finish
+    | Table
+    | TableJoin
+    | ToStream
+    | Sink
+)
 STATELESS = (ExprFilter, Assign, Project, SelectKey, DropNullKeys)
 
 
@@ -185,14 +218,21 @@ def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig
         inputs = [s for s in sources if isinstance(s, SourceSpec)]
         if is_stream_join(topology, inputs):  # two sources joined by a windowed stream-stream join
             return plan_stream_join(topology, sub, config, inputs)
-        raise NotCompilable(f"{len(sources)} source nodes (a merge or a join of several inputs)")
+        from kstream_nb.spark.compiled.tables import plan_table_join
+
+        return plan_table_join(topology, config, sub.id, inputs)  # a stream and the tables it joins, or refused
     source = sources[0]
     assert isinstance(source, SourceSpec)
+    return plan_source(topology, config, sub.id, source)
+
+
+def plan_source(topology: Topology, config: StreamsConfig, sub: int, source: SourceSpec) -> CompiledPlan:
+    """The plan of the branches below one source node."""
     extractor = source.timestamp_extractor or config.default_timestamp_extractor
     if not extractor.uses_record_timestamp:
         raise NotCompilable(f"source {source.name!r}: timestamp extractor {type(extractor).__name__}")
     plan = CompiledPlan(
-        sub.id, source.name, source.topics, source.key_serde or config.default_key_serde,
+        sub, source.name, source.topics, source.key_serde or config.default_key_serde,
         source.value_serde or config.default_value_serde,
     )  # fmt: skip
     _walk(topology, config, plan, source.name, [])
@@ -270,6 +310,10 @@ def _step(
         return Finish(name, processor.store_name)
     if kind is KTableToStream:
         return ToStream(name)
+    if kind is KTableSource or kind is KTableMaterialize or kind is KStreamKTableJoin:
+        from kstream_nb.spark.compiled.tables import table_step
+
+        return table_step(processor, spec, plan, steps, topology, config)
     names: dict[type, str] = {
         ops.KStreamFilter: "filter", ops.KStreamMap: "map", ops.KStreamMapValues: "map_values",
         ops.KStreamSelectKey: "select_key/group_by", ops.KStreamFlatMap: "flat_map",
@@ -290,9 +334,6 @@ def _step(
 
 #: operations of the DSL the compiled path does not translate yet (they replay), by processor class
 _NOT_YET = {
-    "KTableSource": "a table (latest value per key, tombstones)",
-    "KTableMaterialize": "a table (latest value per key, tombstones)",
-    "KStreamKTableJoin": "a stream-table join",
     "KTableKTableJoinSide": "a table-table join",
     "KStreamKStreamJoinSide": "a windowed stream-stream join",
     "KStreamSlidingWindowAggregate": "sliding windows",

@@ -42,6 +42,10 @@ def run_compiled(
 
     if isinstance(plan, StreamJoinPlan):
         return run_stream_join(plan, frame, resolve, counts, written, sink_serdes)
+    from kstream_nb.spark.compiled.tables import has_tables, run_tables
+
+    if has_tables(plan):
+        return run_tables(plan, frame, topology, config, resolve, counts, written, sink_serdes)
     topics = [resolve(t) for t in plan.source_topics]
     ctx = StageContext(plan, topology, config, resolve, counts, sink_serdes, topics[0])
     reads = any(_reads_values(b) for b in plan.branches)
