@@ -13,9 +13,10 @@ from kstream_nb.cluster.serdes import JsonSerde, Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark.compiled.aggregate import json_in_spark, result_builder, running_aggregates, state_builder
 from kstream_nb.spark.compiled.codec import encode_objects, pickle_keys, recode_keys, recode_windowed_keys
-from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish
+from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish, Suppress
 from kstream_nb.spark.compiled.rows import out_rows, store_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
+from kstream_nb.spark.compiled.suppress import buffer_rows, suppressed_windows, with_previous
 from kstream_nb.spark.compiled.windows import assign_windows, closed_windows, store_visible, windows_per_record
 from kstream_nb.topology.topology import Topology
 
@@ -64,13 +65,17 @@ def aggregate_rows(
         updates = running_aggregates(windowed.where(~F.col("late")), step, fields, ["partition", "gk", "start"])
         per_record = windows_per_record(step)
         seq = (F.col("pos") * len(plan.branches) + index) * per_record + F.col("widx")
-    if stores_too and (branch.sink is not None or step.emit_final):
+    suppress = next((s for s in branch.steps if isinstance(s, Suppress)), None)
+    if stores_too and (branch.sink is not None or step.emit_final or suppress is not None):
         updates = updates.localCheckpoint(eager=True)  # read again for the stores
     finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     sent = updates
     if step.emit_final:
         sent = closed_windows(updates, windowed, step)
         seq = F.col("seq")
+    if suppress is not None:  # each window's final update, released by suppress (``suppress``)
+        final = suppressed_windows(with_previous(updates), windowed, step, plan.key_serde, ctx.source_topic)
+        sent, seq = final.where(F.col("emit_pos").isNotNull()), F.col("seq")
     result: list[Any] = []
     sink = branch.sink
     if sink is not None:
@@ -94,7 +99,9 @@ def aggregate_rows(
             out = out.withColumn("val", F.struct(fast.alias("bytes"), text_column.alias("text")))
         result.append(out_rows(out, topic, partitions, seq, "agg_ts"))
     if stores_too:
-        result.extend(_store_entries(ctx, step, finish, updates, sent))
+        result.extend(_store_entries(ctx, step, finish, updates, updates if suppress is not None else sent))
+        if suppress is not None:
+            result.append(buffer_rows(ctx, step, suppress, final, finish))
     return result, dropped
 
 

@@ -24,6 +24,7 @@ from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.expressions.tree import Expr
 from kstream_nb.processor.sink import WindowedStreamPartitioner
 from kstream_nb.processor.stream_aggregate import KStreamAggregate
+from kstream_nb.processor.suppress import KTableSuppress
 from kstream_nb.processor.table_joins import KStreamKTableJoin
 from kstream_nb.processor.table_ops import KTableMapValues, KTableMaterialize, KTableSource, KTableToStream
 from kstream_nb.processor.window_aggregate import KStreamWindowAggregate
@@ -104,6 +105,15 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class Suppress:
+    """``suppress(until_window_closes())`` of a windowed aggregation: each window's final result once, when it
+    closes, its update buffered in ``store`` until then (``suppress``)."""
+
+    node: str
+    store: str
+
+
+@dataclass(frozen=True)
 class Table:
     """A table: each key's latest value in ``store`` (None: not materialized), every update forwarded;
     ``source``: a table source, which drops (and counts) null keys (``tables``)."""
@@ -146,6 +156,7 @@ Step = (
     | DropNullKeys
     | Aggregate
     | Finish
+    | Suppress
     | Table
     | TableJoin
     | ToStream
@@ -239,6 +250,8 @@ def plan_source(topology: Topology, config: StreamsConfig, sub: int, source: Sou
     sinks = [b.sink for b in plan.branches if b.sink is not None]
     for branch in plan.branches:
         _check_order(branch)
+        if len(plan.branches) > 1 and any(isinstance(s, Suppress) for s in branch.steps):
+            raise NotCompilable("a suppress in a sub-topology of several branches is not compiled")
     if len({s.topic for s in sinks}) < len(sinks):
         raise NotCompilable("several sinks write one topic (their null keys share a round robin live)")
     return plan
@@ -310,6 +323,8 @@ def _step(
         return Finish(name, processor.store_name)
     if kind is KTableToStream:
         return ToStream(name)
+    if kind is KTableSuppress:
+        return _suppress(processor, name, steps)
     if kind is KTableSource or kind is KTableMaterialize or kind is KStreamKTableJoin:
         from kstream_nb.spark.compiled.tables import table_step
 
@@ -338,7 +353,6 @@ _NOT_YET = {
     "KStreamKStreamJoinSide": "a windowed stream-stream join",
     "KStreamSlidingWindowAggregate": "sliding windows",
     "KStreamSessionWindowAggregate": "session windows",
-    "KTableSuppress": "suppress",
     "KStreamReduce": "reduce (a Python function)",
     "KTableAggregate": "a table aggregation (a Python function)",
     "KTableReduce": "a table reduce (a Python function)",
@@ -382,6 +396,23 @@ def _aggregate(
         assert isinstance(checked, dict)
         return Aggregate(name, processor.store_name, dict(checked), **windowed)
     raise NotCompilable(f"node {name!r}: aggregate with {_callable_name(processor.aggregator)}: opaque to Spark")
+
+
+def _suppress(processor: KTableSuppress, name: str, steps: list[Step]) -> Suppress:
+    aggregate = next((s for s in steps if isinstance(s, Aggregate)), None)
+    if not processor.suppressed.until_window_closes:
+        raise NotCompilable(f"node {name!r}: suppress(until_time_limit) (a time limit per key) is not compiled")
+    if processor.suppressed.buffer.max_records is not None or processor.suppressed.buffer.max_bytes is not None:
+        raise NotCompilable(f"node {name!r}: suppress with a bounded buffer (it fails when full) is not compiled")
+    if processor.view is not None and processor.view.store_name is not None:
+        raise NotCompilable(f"node {name!r}: a suppressed table a join looks up is not compiled")
+    windows = aggregate.windows if aggregate is not None else None
+    if not (
+        aggregate is not None and windows is not None and not aggregate.emit_final
+        and isinstance(steps[-1], Aggregate | Finish) and processor.duration == windows.grace_ms
+    ):  # fmt: skip
+        raise NotCompilable(f"node {name!r}: suppress of what is not a windowed count/agg emitting on update")
+    return Suppress(name, processor.store_name)
 
 
 def _is_finish(fn: Callable[..., Any]) -> bool:
