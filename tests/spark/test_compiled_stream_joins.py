@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import orjson
 import pandas as pd
 import pytest
 
@@ -68,7 +69,7 @@ def test_planner_compiles_inner_merge_joins_only(build: Any, expected: str) -> N
 def _phases(rng: random.Random) -> list[tuple[str, list[ks.Record]]]:
     """Ten phases of one side each: per partition an opening record later than all before, then records up to
     16 s older (some past the other side's lookup retention of before + after + grace), a null key, a null
-    value."""
+    value; some with headers."""
     phases = []
     for i in range(10):
         side = "left" if i % 3 != 1 else "right"
@@ -76,11 +77,26 @@ def _phases(rng: random.Random) -> list[tuple[str, list[ks.Record]]]:
         records = [ks.Record(OPENERS[p], {"n": i * 100 + p, "amt": p}, base) for p in (0, 1)]
         for j in range(10):
             ts = max(0, base - rng.randint(0, 16_000))
-            records.append(ks.Record(rng.choice(KEYS), {"n": i * 100 + 10 + j, "amt": rng.randint(0, 9)}, ts))
+            headers = (("trace", f"{i}-{j}".encode()),) if j % 4 == 0 else ()
+            value = {"n": i * 100 + 10 + j, "amt": rng.randint(0, 9)}
+            records.append(ks.Record(rng.choice(KEYS), value, ts, headers))
         records.append(ks.Record(None, {"n": i * 100 + 50}, base - 1_000))
         records.append(ks.Record(rng.choice(KEYS), None, base - 500))
         phases.append((side, records))
     return phases
+
+
+def _foreign(records: list[ks.Record]) -> list[ks.Record]:
+    """The records as another producer writes them: JSON with spaces, "ann" and "bob" quoted as JSON strings
+    (the same keys, in the same partition), a null value as the JSON ``null``."""
+
+    def key(k: Any) -> bytes | None:
+        return None if k is None else (f'"{k}"' if k in ("ann", "bob") else k).encode()
+
+    def value(v: Any) -> bytes:
+        return b" null " if v is None else orjson.dumps(v).replace(b":", b": ")
+
+    return [ks.Record(key(r.key), value(r.value), r.timestamp, r.headers) for r in records]
 
 
 def _recount(phases: list[tuple[str, list[ks.Record]]]) -> tuple[pd.DataFrame, int]:
@@ -137,8 +153,12 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
     app = cluster.app(topology)
     try:
         app.start().wait_until_running(60)
-        for side, records in phases:
-            cluster.produce(left if side == "left" else right, records, partitions=2)
+        for i, (side, records) in enumerate(phases):
+            topic = left if side == "left" else right
+            if i % 4 == 3:  # the phases 3 and 7 from another producer
+                cluster.produce(topic, _foreign(records), partitions=2, key_serde="bytes", value_serde="bytes")
+            else:
+                cluster.produce(topic, records, partitions=2)
             app.wait_until_idle(timeout=60)
         live_stores = {name: app.store(name).to_pandas() for name in stores}
         live_dropped = int(app.metrics()["dropped-records-total"])
@@ -152,6 +172,8 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
     expected_dropped = sum(r.key is None or r.value is None for _, records in phases for r in records)
     assert live_dropped == expected_dropped
     live_rows = _per_partition(live, "key", "value")
+    live_headers = [tuple(h) for h in live.sort_values(["partition", "offset"])["headers"]]
+    assert any(live_headers)
     for result in (compiled, replay):
         got = (
             result.outputs[out]
@@ -164,6 +186,8 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
             p: [(bytes(k), bytes(v), ts) for k, v, ts in rows] for p, rows in live_rows.items()
         }
         assert result.dropped == live_dropped
+        headers = result.outputs[out].to_pandas().sort_values(["partition", "offset"])["headers"]
+        assert [tuple(h) for h in headers] == live_headers
         for name in stores:
             pd.testing.assert_frame_equal(
                 _sorted_store(result.stores[name].to_pandas()), _sorted_store(live_stores[name]), check_dtype=False
