@@ -13,14 +13,61 @@ import random
 from typing import Any
 
 import pandas as pd
+import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
+from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark import backtest
+from kstream_nb.spark.compiled import NotCompilable, plan_subtopology
 from kstream_nb.spark.result import BacktestResult
 
 USERS = ["ann", "bob", "cid", "dee", "eve"]
 CITIES = ["oslo", "rome", "lima", "kyiv"]
+
+
+def _reason(build: Any, **config: Any) -> str:
+    """The planner's verdict on the first sub-topology of what ``build(builder)`` makes."""
+    b = ks.StreamsBuilder()
+    build(b)
+    topology = b.build()
+    try:
+        plan = plan_subtopology(
+            topology, topology.subtopologies()[0], StreamsConfig.of(application_id="t", **config)
+        )
+        return "compiled: " + plan.describe()
+    except NotCompilable as e:
+        return str(e)
+
+
+def _versioned(name: str) -> Any:
+    return ks.Stores.persistent_versioned_key_value_store(name, "1h")
+
+
+@pytest.mark.parametrize(
+    ("build", "config", "expected"),
+    [
+        (lambda b: b.stream("o").left_join(b.table("u"), ks.merge_joiner()).to("out"), {},
+         "compiled: TableJoin -> Sink; Table"),
+        (lambda b: b.table("u", store="s").to_stream().to("out"), {"statestore_cache_max_bytes": 1},
+         "node 'KTABLE-SOURCE-0000000001': statestore_cache_max_bytes > 0"),
+        (lambda b: b.table("u", store=_versioned("v")).to_stream().to("out"), {}, "a versioned table, KIP-914"),
+        (lambda b: b.stream("o").join(b.table("u", store=_versioned("v")), ks.merge_joiner(), grace="1m").to("x"),
+         {}, "a stream-table join with a grace period"),
+        (lambda b: b.stream("o").join(b.global_table("g"), ks.merge_joiner(), key_selector=lambda k, v: k).to("x"),
+         {}, "a join with a global table"),
+        (lambda b: b.stream("o").left_join(b.table("u"), lambda o, u: o).to("out"), {},
+         "a stream-table join with a lambda: opaque to Spark (ks.merge_joiner() compiles)"),
+        (lambda b: (s := b.stream("o")).join(s.to_table(store="t"), ks.merge_joiner()).to("out"), {},
+         "a join with a table made from its own input"),
+        (lambda b: b.stream("o", value_serde="string").join(b.table("u"), ks.merge_joiner()).to("out"), {},
+         "merge_joiner of values whose serde is StringSerde (JSON only)"),
+        (lambda b: b.stream("o").merge(b.stream("p")).to("out"), {}, "merge of several streams"),
+    ],
+    ids=["left-join", "cache", "versioned", "grace", "global", "lambda", "own-input", "string", "merge"],
+)  # fmt: skip
+def test_the_planner_compiles_tables_and_joins_or_says_why_not(build: Any, config: Any, expected: str) -> None:
+    assert expected in _reason(build, **config)
 
 
 def _live(url: str, topology: ks.Topology, phases: list[tuple[str, list[ks.Record]]], outputs: list[str],

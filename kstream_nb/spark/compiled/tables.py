@@ -97,7 +97,30 @@ def _join_step(
         raise NotCompilable(f"node {name!r}: a join with a table computed from others (no store of its own)")
     _need_json(plan.value_serde, name)
     _check_store(name, processor.table_store, topology, config)
+    if _sources_above(topology, name) & _writers_sources(topology, processor.table_store):
+        raise NotCompilable(f"node {name!r}: a join with a table made from its own input (not compiled)")
     return TableJoin(name, processor.table_store, processor.left, joiner)
+
+
+def _sources_above(topology: Topology, name: str) -> set[str]:
+    spec = topology.node_specs[name]
+    if isinstance(spec, SourceSpec):
+        return {name}
+    return set().union(*(_sources_above(topology, p) for p in getattr(spec, "parents", ())))
+
+
+def _writers_sources(topology: Topology, store: str) -> set[str]:
+    """The sources above the nodes that write ``store`` (every node connected to it but the joins reading it)."""
+    found: set[str] = set()
+    for name, spec in topology.node_specs.items():
+        if not isinstance(spec, ProcessorSpec) or store not in spec.stores:
+            continue
+        reader = str(getattr(spec.supplier, "__module__", "")).startswith("kstream_nb.") and isinstance(
+            spec.supplier(), KStreamKTableJoin
+        )
+        if not reader:
+            found |= _sources_above(topology, name)
+    return found
 
 
 def _check_store(node: str, store: str, topology: Topology, config: StreamsConfig) -> None:
