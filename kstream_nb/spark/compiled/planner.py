@@ -2,9 +2,10 @@
 translate is named, with the reason (a lambda is opaque to Catalyst; a Processor API node has its own state).
 
 A sub-topology compiles when it is a tree from one source node whose every branch is: column-expression
-filters, ``assign``, projections, a repartition's null-key filter, then optionally ``count``/``agg`` by the
-current key (emitting on update) and its table's ``to_stream``, ending in a sink with the default
-partitioner (or nothing). A branch is a path from the source to a leaf, in the order a record's writes happen
+filters, ``assign``, projections, ``select_key``/``group_by`` by an expression (then no more than these and a
+sink), a repartition's null-key filter, then optionally ``count``/``agg`` by the current key (emitting on
+update; windowed: or on close, or ``suppress(until_window_closes())`` in a one-branch sub-topology) and its
+table's ``to_stream``, ending in a sink with the default partitioner (or nothing). A branch is a path from the source to a leaf, in the order a record's writes happen
 live (children in order, depth first). Processors are made by their suppliers, as a task makes them, and
 recognised by class.
 """
