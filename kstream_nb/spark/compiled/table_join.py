@@ -113,8 +113,9 @@ def table_rows(
 
 def join_rows(
     ctx: StageContext, step: TableJoin, frame: Any, fields: ValueFields, table: TableRecords, after: set[str]
-) -> tuple[Any, ValueFields, Any]:
-    """The joined records (values parsed for the fields ``after`` reads), their fields, the rows dropped."""
+) -> tuple[Any, dict[str, str], Any]:
+    """The joined records (values parsed for the fields ``after`` reads), those fields' types, the rows
+    dropped."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -147,7 +148,7 @@ def join_rows(
     joined = with_parsed(joined.select(*columns).withColumn("_kind", F.lit(DICT)))
     joined = joined.localCheckpoint(eager=True)
     schema = value_schema(joined, after) if after else {}
-    return parse_values(joined, schema), ValueFields(schema), dropped
+    return parse_values(joined, schema), schema, dropped
 
 
 def _merge(joiner: MergeJoiner, left: Serde, right: Serde, topics: tuple[str, str]) -> Any:

@@ -197,7 +197,12 @@ def run_tables(
     stats = ordered.groupBy("partition").agg(
         F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
     )
-    run = _Run(tables={}, done=set(), outputs=[], drops=[], count=len(branches))
+    after: dict[str, set[str]] = {}
+    for branch in branches:
+        for i, step in enumerate(branch.steps):
+            if isinstance(step, TableJoin):
+                after.setdefault(step.node, set()).update(Branch(_before_join(branch.steps[i + 1 :])).fields())
+    run = _Run(tables={}, done=set(), outputs=[], drops=[], count=len(branches), after=after)
     index = 0
     for side in sides:
         own = topics[id(side)]
@@ -235,6 +240,9 @@ class _Run:
     outputs: list[Any]
     drops: list[Any]
     count: int
+    #: per join: the fields the steps after it read; its joined records and their parsed fields
+    after: dict[str, set[str]]
+    joined: dict[str, tuple[Any, dict[str, str]]] = field(default_factory=dict)
 
     def branch(self, ctx: StageContext, branch: Branch, index: int, records: Any, schema: dict[str, str]) -> None:
         """Runs one branch's steps in order over ``records`` (its source's, parsed by ``schema``)."""
@@ -242,7 +250,7 @@ class _Run:
 
         fields = ValueFields(schema)
         frame, pending = records, list[Step]()
-        for i, step in enumerate(branch.steps):
+        for step in branch.steps:
             if isinstance(step, STATELESS):
                 pending.append(step)
                 continue
@@ -260,11 +268,13 @@ class _Run:
                         keys = store_key_serde(ctx, step.store)
                         self.tables[step.store] = TableRecords(frame, plan.value_serde, keys, ctx.source_topic)
             elif isinstance(step, TableJoin):
-                frame, fields, dropped = join_rows(
-                    ctx, step, frame, fields, self.tables[step.store], Branch(branch.steps[i + 1 :]).fields()
-                )
-                if first:
+                if first:  # joined once, for every branch after it
+                    table = self.tables[step.store]
+                    joined, parsed, dropped = join_rows(ctx, step, frame, fields, table, self.after[step.node])
+                    self.joined[step.node] = joined, parsed
                     self.drops.append(dropped)
+                frame, parsed = self.joined[step.node]
+                fields = ValueFields(parsed)
             elif isinstance(step, Aggregate):
                 rows, dropped = aggregate_rows(ctx, branch, index, frame, fields, first)
                 self.outputs.extend(rows)
