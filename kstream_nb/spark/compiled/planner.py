@@ -5,9 +5,11 @@ A sub-topology compiles when it is a tree from one source node whose every branc
 filters, ``assign``, projections, ``select_key``/``group_by`` by an expression (then no more than these and a
 sink), a repartition's null-key filter, then optionally ``count``/``agg`` by the current key (emitting on
 update; windowed: or on close, or ``suppress(until_window_closes())`` in a one-branch sub-topology) and its
-table's ``to_stream``, ending in a sink with the default partitioner (or nothing). A branch is a path from the source to a leaf, in the order a record's writes happen
-live (children in order, depth first). Processors are made by their suppliers, as a task makes them, and
-recognised by class.
+table's ``to_stream``, ending in a sink with the default partitioner (or nothing). A branch is a path from
+the source to a leaf, in the order a record's writes happen live (children in order, depth first). Processors
+are made by their suppliers, as a task makes them, and recognised by class. Tables and stream-table joins
+with ``ks.merge_joiner`` (``tables``) compile too: a sub-topology of a stream and the tables it joins is
+planned per source. Windowed stream-stream joins: ``stream_join``.
 """
 
 from __future__ import annotations
