@@ -59,8 +59,12 @@ def _windows() -> ks.JoinWindows:
          "joins values whose serde is StringSerde"),
         (lambda b: b.stream("l").join(b.stream("r"), ks.merge_joiner(), _windows()).filter(lambda k, v: v),
          "node 'KSTREAM-FILTER-0000000007': only a sink after a stream-stream join is compiled"),
+        (lambda b: b.stream("l").filter(lambda k, v: v).join(b.stream("r"), ks.merge_joiner(), _windows()),
+         "node 'KSTREAM-FILTER-0000000001': filter with a Python function (a lambda)"),
+        (lambda b: [(s := b.stream("l")).to("copy"), s.join(b.stream("r"), ks.merge_joiner(), _windows())],
+         "node 'KSTREAM-SOURCE-0000000000': a stream that branches before a stream-stream join"),
     ],
-    ids=["inner", "lambda", "left", "outer", "string-values", "filter-after"],
+    ids=["inner", "lambda", "left", "outer", "string-values", "filter-after", "lambda-before", "branch-before"],
 )  # fmt: skip
 def test_planner_compiles_inner_merge_joins_only(build: Any, expected: str) -> None:
     assert expected in _reason(build)
@@ -74,13 +78,13 @@ def _phases(rng: random.Random) -> list[tuple[str, list[ks.Record]]]:
     for i in range(10):
         side = "left" if i % 3 != 1 else "right"
         base = 6_000 + 4_000 * i
-        records = [ks.Record(OPENERS[p], {"n": i * 100 + p, "amt": p}, base) for p in (0, 1)]
+        records = [ks.Record(OPENERS[p], {"n": i * 100 + p, "amt": p + 1}, base) for p in (0, 1)]
         for j in range(10):
             ts = max(0, base - rng.randint(0, 16_000))
             headers = (("trace", f"{i}-{j}".encode()),) if j % 4 == 0 else ()
             value = {"n": i * 100 + 10 + j, "amt": rng.randint(0, 9)}
             records.append(ks.Record(rng.choice(KEYS), value, ts, headers))
-        records.append(ks.Record(None, {"n": i * 100 + 50}, base - 1_000))
+        records.append(ks.Record(None, {"n": i * 100 + 50, "amt": 5}, base - 1_000))
         records.append(ks.Record(rng.choice(KEYS), None, base - 500))
         phases.append((side, records))
     return phases
@@ -99,11 +103,17 @@ def _foreign(records: list[ks.Record]) -> list[ks.Record]:
     return [ks.Record(key(r.key), value(r.value), r.timestamp, r.headers) for r in records]
 
 
+def _reaches_join(side: str, value: Any) -> bool:
+    """Whether a record passes the left side's filter (``amt >= 1``; a null value does not)."""
+    return side == "right" or (value is not None and value["amt"] >= 1)
+
+
 def _recount(phases: list[tuple[str, list[ks.Record]]]) -> tuple[pd.DataFrame, int]:
     """The inner join's results by pandas: pairs of a key in one partition whose later-arriving record finds
     the other in its window and within the lookup retention behind the other side's stream time then."""
     rows = [{"side": side, "key": r.key, "ts": r.timestamp, "value": r.value} for side, rs in phases for r in rs]
     frame = pd.DataFrame(rows).rename_axis("arrival").reset_index()
+    frame = frame[[_reaches_join(side, r) for side, r in zip(frame["side"], frame["value"])]]
     valid = frame[frame["key"].notna() & frame["value"].notna()].copy()
     valid["partition"] = [default_partition(k.encode(), 2) for k in valid["key"]]
     # each side's stream time just before every arrival (per partition), what the other side's lookup sees
@@ -120,7 +130,7 @@ def _recount(phases: list[tuple[str, list[ks.Record]]]) -> tuple[pd.DataFrame, i
     joined = pairs[in_window & retained]
     expected = pd.DataFrame({
         "partition": joined["partition"], "key": joined["key"], "ts": joined[["ts_l", "ts_r"]].max(axis=1),
-        "value": [{"n": a["n"], "amt": a["amt"], "n_right": b["n"], "amt_right": b["amt"]}
+        "value": [{"n": a["n"], "amt": a["amt"], "twice": 2 * a["amt"], "n_right": b["n"], "amt_right": b["amt"]}
                   for a, b in zip(joined["value_l"], joined["value_r"])],
     })  # fmt: skip
     return expected, int((in_window & ~retained).sum())
@@ -144,7 +154,9 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
     cluster = Cluster("memory", url, {})
     left, right, out = "orders", "payments", "joined"
     b = ks.StreamsBuilder()
-    b.stream(left).join(b.stream(right), ks.merge_joiner(), _windows()).to(out)
+    orders = b.stream(left)
+    kept = orders[orders["amt"] >= 1].assign(twice=orders["amt"] * 2)[["amt", "n", "twice"]]
+    kept.join(b.stream(right), ks.merge_joiner(), _windows()).to(out)
     topology = b.build()
     stores = list(topology.subtopologies()[0].stores)
     for topic in (left, right, out):
@@ -155,7 +167,7 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
         app.start().wait_until_running(60)
         for i, (side, records) in enumerate(phases):
             topic = left if side == "left" else right
-            if i % 4 == 3:  # the phases 3 and 7 from another producer
+            if i in (4, 7):  # two phases of the right side from another producer
                 cluster.produce(topic, _foreign(records), partitions=2, key_serde="bytes", value_serde="bytes")
             else:
                 cluster.produce(topic, records, partitions=2)
@@ -169,7 +181,8 @@ def test_inner_join_live_compiled_replay_and_recount(spark: Any, url: str) -> No
     compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
     replay = backtest(topology, spark, bootstrap_servers=url, engine="replay")
     assert [p.engine for p in compiled.paths] == ["compiled"], compiled.explain()
-    expected_dropped = sum(r.key is None or r.value is None for _, records in phases for r in records)
+    reaching = [r for side, records in phases for r in records if _reaches_join(side, r.value)]
+    expected_dropped = sum(r.key is None or r.value is None for r in reaching)
     assert live_dropped == expected_dropped
     live_rows = _per_partition(live, "key", "value")
     live_headers = [tuple(h) for h in live.sort_values(["partition", "offset"])["headers"]]

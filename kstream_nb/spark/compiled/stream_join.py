@@ -8,8 +8,9 @@ after the other store's observed stream time minus ``before + after + grace``. T
 its dropping of too-old puts keep more than that (its retention is longer), so they never decide a match;
 only the final stores show them. Results come in the store's fetch order (by timestamp, then arrival), with
 the later timestamp of the two and the arriving record's key and headers; a null key or value is dropped
-and counted. Left and outer joins (unmatched records wait in a shared buffer until their window closes)
-are not compiled.
+and counted. Column-expression filters, ``assign`` and projections before a side compile (the values they
+make are what the store keeps and the joiner joins). Left and outer joins are not compiled: when their
+unmatched records leave the shared buffer depends on its scan history (Kafka's tracked minimum time).
 """
 
 from __future__ import annotations
@@ -25,10 +26,24 @@ from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
 from kstream_nb.processor.value_joiners import MergeJoiner
 from kstream_nb.runtime.config import StreamsConfig
-from kstream_nb.spark.compiled.codec import VALUE_TYPE, pickle_keys, recode_keys
+from kstream_nb.spark.compiled.codec import VALUE_TYPE, ValueOp, pickle_keys, recode_keys
 from kstream_nb.spark.compiled.ordering import processing_order
-from kstream_nb.spark.compiled.planner import CompiledPlan, NotCompilable, Sink, _callable_name, _sink
+from kstream_nb.spark.compiled.planner import (
+    Assign,
+    Branch,
+    CompiledPlan,
+    ExprFilter,
+    NotCompilable,
+    Project,
+    Sink,
+    Step,
+    _callable_name,
+    _sink,
+    _step,
+)
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows, store_rows
+from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
+from kstream_nb.spark.compiled.values import parse_values, value_schema, with_parsed
 from kstream_nb.state.window_store import InMemoryWindowStore
 from kstream_nb.topology.topology import ProcessorSpec, SinkSpec, SourceSpec, SubTopology, Topology
 
@@ -50,6 +65,8 @@ class JoinSide:
     store_retention_ms: int
     before_ms: int
     after_ms: int
+    #: the stateless steps between the source and the join (their records only reach the join)
+    steps: tuple[Step, ...] = ()
 
 
 @dataclass
@@ -68,15 +85,48 @@ class StreamJoinPlan(CompiledPlan):
 
 
 def is_stream_join(topology: Topology, sources: list[SourceSpec]) -> bool:
-    """Whether the two ``sources`` feed the two sides of a stream-stream join (the planner's dispatch)."""
+    """Whether two ``sources`` lead to the sides of a stream-stream join (the planner's dispatch)."""
     if len(sources) != 2:
         return False
-    for source in sources:
-        children = topology.children(source.name)
-        spec = topology.node_specs[children[0]] if len(children) == 1 else None
-        if not (isinstance(spec, ProcessorSpec) and _made_by(spec) is KStreamKStreamJoinSide):
-            return False
-    return True
+    stack, seen = [s.name for s in sources], set()
+    while stack:
+        for child in topology.children(stack.pop()):
+            spec = topology.node_specs[child]
+            if isinstance(spec, ProcessorSpec) and child not in seen:
+                if _made_by(spec) is KStreamKStreamJoinSide:
+                    return True
+                seen.add(child)
+                stack.append(child)
+    return False
+
+
+def _side_steps(
+    topology: Topology, config: StreamsConfig, sub: SubTopology, source: SourceSpec
+) -> tuple[str, list[Step]]:
+    """The join side ``source`` feeds and the stateless steps on the way (filters, assign, projections)."""
+    key_serde = source.key_serde or config.default_key_serde
+    path = CompiledPlan(
+        sub.id, source.name, source.topics, key_serde, source.value_serde or config.default_value_serde
+    )
+    steps: list[Step] = []
+    name = source.name
+    while True:
+        children = topology.children(name)
+        if len(children) != 1:
+            raise NotCompilable(f"node {name!r}: a stream that branches before a stream-stream join: not compiled")
+        child = children[0]
+        spec = topology.node_specs[child]
+        if not isinstance(spec, ProcessorSpec):
+            raise NotCompilable(f"node {child!r}: a source that does not feed the stream-stream join")
+        if _made_by(spec) is KStreamKStreamJoinSide:
+            return child, steps
+        step = _step(spec, path, steps, topology, config)
+        if not isinstance(step, ExprFilter | Assign | Project):
+            raise NotCompilable(
+                f"node {child!r}: {type(step).__name__} before a stream-stream join is not compiled"
+            )
+        steps.append(step)
+        name = child
 
 
 def _made_by(spec: ProcessorSpec) -> type | None:
@@ -96,7 +146,7 @@ def plan_stream_join(
         extractor = source.timestamp_extractor or config.default_timestamp_extractor
         if not extractor.uses_record_timestamp:
             raise NotCompilable(f"source {source.name!r}: timestamp extractor {type(extractor).__name__}")
-        name = topology.children(source.name)[0]
+        name, steps = _side_steps(topology, config, sub, source)
         side = topology.node_specs[name].supplier()  # type: ignore[union-attr]
         assert isinstance(side, KStreamKStreamJoinSide)
         if side.buffer_store_name is not None or side.outer:
@@ -115,7 +165,7 @@ def plan_stream_join(
             raise NotCompilable(f"node {name!r}: joins values whose serde is {type(value_serde).__name__}")
         sides[side.left_side] = JoinSide(
             source.name, source.topics, key_serde, value_serde, side.this_store_name, store.retention_ms,
-            side.before, side.after,
+            side.before, side.after, tuple(steps),
         )  # fmt: skip
         processors.append(side)
         joiners.append(joiner)
@@ -161,13 +211,18 @@ def run_stream_join(
     stats = ordered.groupBy("partition").agg(
         F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
     )
-    per_side = []
+    per_side, ops = [], {}
     for is_left, side in ((True, left), (False, right)):
         # the key as the stores compare it: decoded, then written by one serde (equal keys, equal bytes)
         canonical = recode_keys(side.key_serde, left.key_serde, (topics[is_left][0], topics[True][0]), 1, False)
         rows = ordered.where(F.col("topic").isin(topics[is_left])).withColumn("left", F.lit(is_left))
+        rows, assigned, ops[is_left] = _stateless(rows, side)
+        rows = rows.withColumn("a_left" if is_left else "a_right", assigned)
         per_side.append(rows.withColumn("gk", canonical(F.col("key"))["bytes"]))
-    records = per_side[0].unionByName(per_side[1])
+    columns = ["partition", "pos", "ts", "key", "value", "headers", "left", "gk", "a_left", "a_right"]
+    for i, other in ((0, "a_right"), (1, "a_left")):  # each side's assigned fields: null on the other side's
+        per_side[i] = per_side[i].withColumn(other, F.lit(None).cast(per_side[1 - i].schema[other].dataType))
+    records = per_side[0].select(*columns).unionByName(per_side[1].select(*columns))
     null_value = F.col("value").isNull() | F.col("value").cast("string").rlike(_JSON_NULL)
     valid = F.col("gk").isNotNull() & ~null_value
     dropped = records.where(~valid).select("partition")
@@ -179,9 +234,11 @@ def run_stream_join(
 
     outputs = [stat_rows(plan.subtopology, stats, [dropped])]
     for is_left, side in ((True, left), (False, right)):
-        outputs.append(_store(kept.where(F.col("left") == is_left), side, topics[is_left][0]))
+        outputs.append(
+            _store(kept.where(F.col("left") == is_left), side, topics[is_left][0], ops[is_left], is_left)
+        )
     if plan.sink is not None:
-        outputs.append(_results(plan, kept, topics, resolve, counts, sink_serdes))
+        outputs.append(_results(plan, kept, topics, ops, resolve, counts, sink_serdes))
     result = outputs[0]
     for more in outputs[1:]:
         result = result.unionByName(more)
@@ -192,6 +249,7 @@ def _results(
     plan: StreamJoinPlan,
     kept: Any,
     topics: dict[bool, list[str]],
+    ops: dict[bool, list[ValueOp]],
     resolve: Callable[[str], str],
     counts: Mapping[str, int],
     sink_serdes: Mapping[str, tuple[Serde, Serde]],
@@ -204,7 +262,7 @@ def _results(
     left, right, joiner, sink = plan.left, plan.right, plan.joiner, plan.sink
     assert left is not None and right is not None and joiner is not None and sink is not None
     t = kept.alias("t")
-    o = kept.select("partition", "gk", "left", "pos", "ts", "value").alias("o")
+    o = kept.select("partition", "gk", "left", "pos", "ts", "value", "a_left", "a_right").alias("o")
     this_left = F.col("t.left")
     low = F.greatest(F.lit(0), F.col("t.ts") - F.when(this_left, left.before_ms).otherwise(right.before_ms))
     high = F.greatest(F.lit(0), F.col("t.ts") + F.when(this_left, left.after_ms).otherwise(right.after_ms))
@@ -222,7 +280,9 @@ def _results(
         F.col("o.pos").alias("other_pos"), F.greatest(F.col("t.ts"), F.col("o.ts")).alias("ts"),
         F.col("t.key").alias("key"), F.col("t.headers").alias("headers"), this_left.alias("left"),
         F.when(this_left, F.col("t.value")).otherwise(F.col("o.value")).alias("left_value"),
+        F.when(this_left, F.col("t.a_left")).otherwise(F.col("o.a_left")).alias("left_assigned"),
         F.when(this_left, F.col("o.value")).otherwise(F.col("t.value")).alias("right_value"),
+        F.when(this_left, F.col("o.a_right")).otherwise(F.col("t.a_right")).alias("right_assigned"),
     )  # fmt: skip
     fetch_order = Window.partitionBy("partition").orderBy("pos", "other_ts", "other_pos")
     joined = joined.withColumn("jseq", F.row_number().over(fetch_order) - 1)
@@ -230,19 +290,20 @@ def _results(
     text = topic in sink_serdes
     partitions = counts.get(topic, 1)
     values = _join_values(
-        (left.value_serde, right.value_serde), (topics[True][0], topics[False][0], topic), joiner,
-        sink.value_serde, text,
+        (left.value_serde, right.value_serde), (topics[True][0], topics[False][0], topic), (ops[True], ops[False]),
+        joiner, sink.value_serde, text,
     )  # fmt: skip
     sides = []
     for is_left, side in ((True, left), (False, right)):
         keys = recode_keys(side.key_serde, sink.key_serde, (topics[is_left][0], topic), partitions, text)
         sides.append(joined.where(F.col("left") == is_left).withColumn("k", keys(F.col("key"))))
     out = sides[0].unionByName(sides[1])
-    out = out.withColumn("val", values(F.col("left_value"), F.col("right_value")))
+    sides_values = ("left_value", "left_assigned", "right_value", "right_assigned")
+    out = out.withColumn("val", values(*(F.col(c) for c in sides_values)))
     return out_rows(out, topic, partitions, F.col("jseq"), "ts")
 
 
-def _store(records: Any, side: JoinSide, topic: str) -> Any:
+def _store(records: Any, side: JoinSide, topic: str, ops: list[ValueOp], is_left: bool) -> Any:
     """The side's window store at the end: its records after its stream time minus the store's retention."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -251,26 +312,33 @@ def _store(records: Any, side: JoinSide, topic: str) -> Any:
     entries = records.withColumn("_time", F.max("ts").over(task))
     entries = entries.where(F.col("ts") > F.col("_time") - side.store_retention_ms)
     entries = entries.withColumn("pk", pickle_keys(side.key_serde, topic)(F.col("key")))
-    entries = entries.withColumn("pv", _pickle_values(side.value_serde, topic)(F.col("value")))
+    assigned = F.col("a_left" if is_left else "a_right")
+    entries = entries.withColumn("pv", _pickle_values(side.value_serde, topic, ops)(F.col("value"), assigned))
     entries = entries.withColumn("start", F.col("ts")).withColumn("end", F.col("ts"))
     return store_rows(entries, side.store, True)
 
 
 def _join_values(
-    decode: tuple[Serde, Serde], topics: tuple[str, str, str], joiner: MergeJoiner, encode: Serde, text: bool
-) -> Any:
-    """A UDF of (left value bytes, right value bytes) -> the joiner's value as ``encode`` writes it, its text."""
+    decode: tuple[Serde, Serde], topics: tuple[str, str, str], ops: tuple[list[ValueOp], list[ValueOp]],
+    joiner: MergeJoiner, encode: Serde, text: bool,
+) -> Any:  # fmt: skip
+    """A UDF of (left value bytes, its assigned fields, right value bytes, its assigned fields) -> the joiner's
+    value as ``encode`` writes it, its text; each side's value decoded and its stateless ``ops`` replayed."""
     from pyspark.sql import functions as F
 
     left_topic, right_topic, target = topics
 
-    def run(lefts: pa.Array, rights: pa.Array) -> pa.Array:
+    def run(lefts: pa.Array, left_fields: pa.Array, rights: pa.Array, right_fields: pa.Array) -> pa.Array:
         from kstream_nb.spark.replay import to_text
 
         out_bytes: list[bytes | None] = []
         out_text: list[str | None] = []
-        for left, right in zip(lefts.to_pylist(), rights.to_pylist()):
-            value = joiner(decode[0].deserialize(left_topic, left), decode[1].deserialize(right_topic, right))
+        pairs = zip(lefts.to_pylist(), left_fields.to_pylist(), rights.to_pylist(), right_fields.to_pylist())
+        for left, left_assigned, right, right_assigned in pairs:
+            value = joiner(
+                _replay(decode[0].deserialize(left_topic, left), ops[0], left_assigned),
+                _replay(decode[1].deserialize(right_topic, right), ops[1], right_assigned),
+            )
             out_bytes.append(encode.serialize(target, value))
             out_text.append(to_text(value) if text else None)
         return pa.StructArray.from_arrays(
@@ -280,16 +348,17 @@ def _join_values(
     return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
 
 
-def _pickle_values(decode: Serde, topic: str) -> Any:
-    """A UDF of value bytes -> (the decoded value pickled, as store rows hold it; its JSON text)."""
+def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
+    """A UDF of (value bytes, assigned fields) -> (the value as the store holds it, pickled; its JSON text)."""
     from pyspark.sql import functions as F
 
-    def run(raw: pa.Array) -> pa.Array:
+    def run(raw: pa.Array, assigned: pa.Array) -> pa.Array:
         from pyspark import cloudpickle
 
         from kstream_nb.spark.replay import to_text
 
-        values = [decode.deserialize(topic, v) for v in raw.to_pylist()]
+        pairs = zip(raw.to_pylist(), assigned.to_pylist())
+        values = [_replay(decode.deserialize(topic, v), ops, fields) for v, fields in pairs]
         return pa.StructArray.from_arrays(
             [
                 pa.array([cloudpickle.dumps(v) for v in values], pa.binary()),
@@ -299,3 +368,32 @@ def _pickle_values(decode: Serde, topic: str) -> Any:
         )
 
     return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
+
+
+def _stateless(rows: Any, side: JoinSide) -> tuple[Any, Any, list[ValueOp]]:
+    """The side's records through its stateless steps: the records kept, their assigned fields (a struct
+    column) and the operations that rebuild their values (``codec.recode_values``'s)."""
+    from pyspark.sql import functions as F
+
+    if not side.steps:
+        return rows, F.struct(F.lit(None).alias("_none")), []
+    rows = with_parsed(rows)
+    schema = value_schema(rows, Branch(list(side.steps)).fields())
+    fields = ValueFields(schema)
+    rows = apply_stateless(parse_values(rows, schema), list(side.steps), fields)
+    return rows, fields.assigned_struct(), fields.ops
+
+
+def _replay(value: Any, ops: list[ValueOp], fields: dict[str, Any] | None) -> Any:
+    """A decoded value after the stateless operations (assign: fields set from Spark's columns; project: the
+    named fields only), as ``codec.recode_values`` rebuilds values; None stays None."""
+    if value is None:
+        return None
+    for kind, arg in ops:
+        if kind == "assign":
+            value = dict(value)
+            for name, column in arg.items():
+                value[name] = (fields or {})[column]
+        else:
+            value = {name: value.get(name) for name in arg}
+    return value
