@@ -89,17 +89,18 @@ def table_rows(
 
     if NEW_KEY in frame.columns or fields.ops:
         raise NotCompilable(f"node {step.node!r}: a table of re-keyed or assigned records is not compiled")
-    drops = []
-    if step.source:
-        drops.append(frame.where(F.col("key").isNull()).select("partition"))
-        frame = frame.where(F.col("key").isNotNull())
-    if step.store is None:
-        return frame, drops, []
     plan, topic = ctx.plan, ctx.source_topic
-    keys = store_key_serde(ctx, step.store)
+    keys = plan.key_serde if step.store is None else store_key_serde(ctx, step.store)
+    # ``_tk``: the key as the store's serde writes it; null when the key (or what its serde reads) is None
     frame = frame.withColumn(
         "_tk", recode_keys(plan.key_serde, keys, (topic, topic), 1, False)(F.col("key"))["bytes"]
     )
+    drops = []
+    if step.source:
+        drops.append(frame.where(F.col("_tk").isNull()).select("partition"))
+        frame = frame.where(F.col("_tk").isNotNull())
+    if step.store is None:
+        return frame, drops, []
     last = Window.partitionBy("partition", "_tk").orderBy(F.col("pos").desc())
     kept = frame.withColumn("_last", F.row_number().over(last)).where(
         (F.col("_last") == 1) & (F.col("_kind") != NONE)
@@ -122,17 +123,18 @@ def join_rows(
     if NEW_KEY in frame.columns:
         raise NotCompilable(f"node {step.node!r}: a join of re-keyed records is not compiled")
     plan, topic = ctx.plan, ctx.source_topic
+    keys = recode_keys(plan.key_serde, table.store_keys, (topic, topic), 1, False)
+    frame = frame.withColumn("_tk", keys(F.col("key"))["bytes"])  # null: no key to look up
     valid = F.col("_kind") != NONE
     if not step.left:
-        valid = valid & F.col("key").isNotNull()
+        valid = valid & F.col("_tk").isNotNull()
     dropped = frame.where(~valid).select("partition")
     stream = frame.where(valid)
     if fields.ops:  # the value as the steps before the join left it
         recode = recode_values(plan.value_serde, plan.value_serde, (topic, topic), fields.ops, False)
         stream = stream.withColumn("value", recode(F.col("value"), fields.assigned_struct())["bytes"])
-    keys = recode_keys(plan.key_serde, table.store_keys, (topic, topic), 1, False)
     columns = ["partition", "pos", "ts", "key", "value", "headers", "offset", "topic"]
-    stream = stream.select(*columns, keys(F.col("key"))["bytes"].alias("_tk"), F.lit(False).alias("_table"))
+    stream = stream.select(*columns, "_tk", F.lit(False).alias("_table"))
     rows = table.frame.select(
         "partition", "pos", "_tk", F.struct(F.col("value"), (F.col("_kind") == NONE).alias("gone")).alias("_row"),
         F.lit(True).alias("_table"),
