@@ -244,3 +244,23 @@ def test_a_rekeyed_side_joins_from_its_repartition_topic(spark: Any, url: str) -
             _sorted_store(auto.stores[name].to_pandas()), _sorted_store(replay.stores[name].to_pandas())
         )
     pd.testing.assert_frame_equal(auto.tasks, replay.tasks)
+
+
+def test_keys_join_as_python_compares_them(spark: Any, url: str) -> None:
+    """1, 1.0 and true are one key live (the store's dict), "1" is another: the compiled join matches the same
+    pairs as the replay, and as Python's equality of the decoded keys counts them."""
+    lefts = [(b"1", 1_000), (b"2", 2_000), (b'"1"', 3_000), (b"true", 4_000)]
+    rights = [(b"1.0", 1_500), (b"true", 2_500), (b"2.5", 3_500), (b'"1"', 4_500), (b"2", 5_000)]
+    for topic, rows in (("l", lefts), ("r", rights)):
+        records = [ks.Record(k, f'{{"{topic}": {i}}}'.encode(), ts) for i, (k, ts) in enumerate(rows)]
+        ks.produce(topic, records, bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
+    ks.produce("o", [], bootstrap_servers=url)
+    b = ks.StreamsBuilder()
+    b.stream("l").join(b.stream("r"), ks.merge_joiner(), ks.JoinWindows.of("10s")).to("o")
+    compiled = backtest(b.build(), spark, bootstrap_servers=url, engine="compiled")
+    replay = backtest(b.build(), spark, bootstrap_servers=url, engine="replay")
+    columns = ("partition", "offset", "timestamp", "key_bytes", "value_bytes")
+    outputs = [sorted(map(tuple, r.outputs["o"].df.select(*columns).collect())) for r in (compiled, replay)]
+    assert outputs[0] == outputs[1]
+    decoded = [[orjson.loads(k) for k, _ in rows] for rows in (lefts, rights)]
+    assert len(outputs[0]) == sum(a == b for a in decoded[0] for b in decoded[1]) == 6

@@ -173,8 +173,6 @@ def plan_stream_join(
     left, right = sides.get(True), sides.get(False)
     if left is None or right is None or len(merges) != 1:
         raise NotCompilable("two sources feed join sides that are not one join")
-    if type(left.key_serde) is not type(right.key_serde):
-        raise NotCompilable(f"node {left.node!r}: the join's sides read keys with different serdes")
     merge = merges.pop()
     spec = topology.node_specs[merge]
     if not (isinstance(spec, ProcessorSpec) and _made_by(spec) is PassThrough):
@@ -213,12 +211,11 @@ def run_stream_join(
     )
     per_side, ops = [], {}
     for is_left, side in ((True, left), (False, right)):
-        # the key as the stores compare it: decoded, then written by one serde (equal keys, equal bytes)
-        canonical = recode_keys(side.key_serde, left.key_serde, (topics[is_left][0], topics[True][0]), 1, False)
+        canonical = _store_keys(side.key_serde, topics[is_left][0])
         rows = ordered.where(F.col("topic").isin(topics[is_left])).withColumn("left", F.lit(is_left))
         rows, assigned, ops[is_left] = _stateless(rows, side)
         rows = rows.withColumn("a_left" if is_left else "a_right", assigned)
-        per_side.append(rows.withColumn("gk", canonical(F.col("key"))["bytes"]))
+        per_side.append(rows.withColumn("gk", canonical(F.col("key"))))
     columns = ["partition", "pos", "ts", "key", "value", "headers", "left", "gk", "a_left", "a_right"]
     for i, other in ((0, "a_right"), (1, "a_left")):  # each side's assigned fields: null on the other side's
         per_side[i] = per_side[i].withColumn(other, F.lit(None).cast(per_side[1 - i].schema[other].dataType))
@@ -397,3 +394,31 @@ def _replay(value: Any, ops: list[ValueOp], fields: dict[str, Any] | None) -> An
         else:
             value = {name: value.get(name) for name in arg}
     return value
+
+
+def _store_keys(decode: Serde, topic: str) -> Any:
+    """A UDF of raw key bytes -> bytes equal exactly when the decoded keys are equal as the store's dict keys
+    compare them (``1``, ``1.0`` and ``True`` are one key; ``"1"`` another); null for a null key."""
+    from pyspark.sql import functions as F
+
+    def store_key(key: Any) -> bytes | None:
+        if key is None:
+            return None
+        if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
+            return b"i" + str(int(key)).encode()
+        if isinstance(key, float):
+            return b"f" + repr(key).encode()
+        if isinstance(key, str):
+            return b"s" + key.encode("utf-8", "surrogatepass")
+        from pyspark import cloudpickle
+
+        return b"p" + cloudpickle.dumps(key)
+
+    def run(raw: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        distinct = pc.unique(raw)
+        keys = [None if k is None else store_key(decode.deserialize(topic, k)) for k in distinct.to_pylist()]
+        return pc.take(pa.array(keys, pa.binary()), pc.index_in(raw, value_set=distinct))
+
+    return F.arrow_udf(run, "binary")  # type: ignore[call-overload]
