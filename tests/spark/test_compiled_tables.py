@@ -250,3 +250,41 @@ def test_orders_joined_with_users_then_counted_per_user(spark: Any, url: str) ->
         assert final[user] == {
             "n": len(group), "total": int(group["amount"].sum()), "city": cities.iloc[-1] if len(cities) else None
         }  # fmt: skip
+
+
+def test_topics_interleaved_with_timestamp_ties(spark: Any, url: str) -> None:
+    """Users and orders written at once, interleaved and tied in time (on a tie the task takes "orders", its
+    first topic by name, first): compiled equals the replay (the live task would pick among what it has
+    fetched); a materialized copy of the table, assignments before a join, a count after one."""
+    rng = random.Random(3)
+    users = _users(rng, 40, 1_000)
+    orders = [
+        ks.Record(None if i % 9 == 1 else rng.choice(USERS),
+                  None if i % 10 == 3 else {"amount": rng.randint(1, 9)}, 1_000 + rng.randint(0, 50))
+        for i in range(60)
+    ]  # fmt: skip
+    ks.produce("users", users, bootstrap_servers=url, partitions=2)
+    ks.produce("orders", orders, bootstrap_servers=url, partitions=2)
+    for topic in ("copies", "scaled", "counts"):
+        ks.produce(topic, [], bootstrap_servers=url, partitions=2)
+    b = ks.StreamsBuilder()
+    table = b.table("users")
+    table.materialize("copy").to_stream().to("copies")
+    o = b.stream("orders")
+    o.assign(x=o["amount"] * 3)[["x", "amount"]].join(table, ks.merge_joiner(("_o", "_u"))).to("scaled")
+    o.join(table, ks.merge_joiner()).group_by_key().count(store="counts").to_stream().to("counts")
+    topology = b.build()
+    compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
+    replay = backtest(topology, spark, bootstrap_servers=url, engine="replay")
+    assert [p.engine for p in compiled.paths] == ["compiled"], compiled.explain()
+    for topic in ("copies", "scaled", "counts"):
+        assert _outputs(compiled, topic) == _outputs(replay, topic), topic
+    for name in ("copy", "counts"):
+        pd.testing.assert_frame_equal(compiled.stores[name].to_pandas(), replay.stores[name].to_pandas())
+    pd.testing.assert_frame_equal(compiled.tasks, replay.tasks)
+    assert compiled.dropped == replay.dropped
+    # each order's count is the running count of its user's joined orders: the last one is the total
+    scaled = compiled.outputs["scaled"].to_pandas()
+    assert all(v["x"] == 3 * v["amount"] and "city" in v for v in scaled["value"])
+    counts = compiled.stores["counts"].to_pandas().set_index("key")["value"].to_dict()
+    assert counts == scaled.groupby("key").size().to_dict()
