@@ -264,3 +264,13 @@ def test_keys_join_as_python_compares_them(spark: Any, url: str) -> None:
     assert outputs[0] == outputs[1]
     decoded = [[orjson.loads(k) for k, _ in rows] for rows in (lefts, rights)]
     assert len(outputs[0]) == sum(a == b for a in decoded[0] for b in decoded[1]) == 6
+
+    # a value that is not JSON: the deserialization handler decides, so the records replay (naming why)
+    oops = [ks.Record(b"2", b"{oops", 6_000)]
+    ks.produce("l", oops, bootstrap_servers=url, key_serde="bytes", value_serde="bytes")
+    handled = {"default_deserialization_exception_handler": "log_and_continue"}
+    auto = backtest(b.build(), spark, bootstrap_servers=url, **handled)
+    assert "its records: values that are not valid JSON" in auto.explain()
+    replay = backtest(b.build(), spark, bootstrap_servers=url, engine="replay", **handled)
+    assert sorted(map(tuple, auto.outputs["o"].df.select(*columns).collect())) == outputs[1]
+    pd.testing.assert_frame_equal(auto.tasks, replay.tasks)

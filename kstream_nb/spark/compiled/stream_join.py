@@ -206,6 +206,9 @@ def run_stream_join(
     assert left is not None and right is not None and joiner is not None
     topics = {True: [resolve(t) for t in left.topics], False: [resolve(t) for t in right.topics]}
     ordered = processing_order(frame, topics[True] + topics[False], written).localCheckpoint(eager=True)
+    invalid = ordered.where(F.col("value").isNotNull() & F.try_parse_json(F.col("value").cast("string")).isNull())
+    if invalid.limit(1).count():
+        raise NotCompilable("values that are not valid JSON (the deserialization handler decides)")
     stats = ordered.groupBy("partition").agg(
         F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
     )
