@@ -67,6 +67,8 @@ class JoinSide:
     after_ms: int
     #: the stateless steps between the source and the join (their records only reach the join)
     steps: tuple[Step, ...] = ()
+    #: an outer side (left of a left join, both of an outer one): unmatched records joined with None
+    outer: bool = False
 
 
 @dataclass
@@ -81,7 +83,9 @@ class StreamJoinPlan(CompiledPlan):
     sink: Sink | None = None
 
     def describe(self) -> str:
-        return "StreamStreamJoin" + (" -> Sink" if self.sink is not None else "")
+        kind = {(False, False): "", (True, False): "(left)", (True, True): "(outer)"}
+        outer = (self.left is not None and self.left.outer, self.right is not None and self.right.outer)
+        return "StreamStreamJoin" + kind.get(outer, "") + (" -> Sink" if self.sink is not None else "")
 
 
 def is_stream_join(topology: Topology, sources: list[SourceSpec]) -> bool:
@@ -149,9 +153,10 @@ def plan_stream_join(
         name, steps = _side_steps(topology, config, sub, source)
         side = topology.node_specs[name].supplier()  # type: ignore[union-attr]
         assert isinstance(side, KStreamKStreamJoinSide)
-        if side.buffer_store_name is not None or side.outer:
+        if side.buffer_store_name is not None and not side.windows.eager_null_results:
             raise NotCompilable(
-                f"node {name!r}: a left or outer join (unmatched records wait in a buffer): not compiled yet"
+                f"node {name!r}: a left or outer join: when an unmatched record leaves the buffer depends on the "
+                "buffer's scan history (Kafka's tracked minimum time), not on the record alone"
             )
         joiner = side.joiner
         if not isinstance(joiner, MergeJoiner):
@@ -165,7 +170,7 @@ def plan_stream_join(
             raise NotCompilable(f"node {name!r}: joins values whose serde is {type(value_serde).__name__}")
         sides[side.left_side] = JoinSide(
             source.name, source.topics, key_serde, value_serde, side.this_store_name, store.retention_ms,
-            side.before, side.after, tuple(steps),
+            side.before, side.after, tuple(steps), side.outer,
         )  # fmt: skip
         processors.append(side)
         joiners.append(joiner)
@@ -216,16 +221,19 @@ def run_stream_join(
     for is_left, side in ((True, left), (False, right)):
         canonical = _store_keys(side.key_serde, topics[is_left][0])
         rows = ordered.where(F.col("topic").isin(topics[is_left])).withColumn("left", F.lit(is_left))
+        rows = rows.withColumn("outer", F.lit(side.outer))
         rows, assigned, ops[is_left] = _stateless(rows, side)
         rows = rows.withColumn("a_left" if is_left else "a_right", assigned)
         per_side.append(rows.withColumn("gk", canonical(F.col("key"))))
-    columns = ["partition", "pos", "ts", "key", "value", "headers", "left", "gk", "a_left", "a_right"]
+    columns = ["partition", "pos", "ts", "key", "value", "headers", "left", "outer", "gk", "a_left", "a_right"]
     for i, other in ((0, "a_right"), (1, "a_left")):  # each side's assigned fields: null on the other side's
         per_side[i] = per_side[i].withColumn(other, F.lit(None).cast(per_side[1 - i].schema[other].dataType))
     records = per_side[0].select(*columns).unionByName(per_side[1].select(*columns))
     null_value = F.col("value").isNull() | F.col("value").cast("string").rlike(_JSON_NULL)
     valid = F.col("gk").isNotNull() & ~null_value
-    dropped = records.where(~valid).select("partition")
+    # KIP-962: an outer side forwards a record without a key (with a value) joined with None, at once
+    padded = F.col("outer") & F.col("gk").isNull() & ~null_value
+    dropped = records.where(~valid & ~padded).select("partition")
     earlier = Window.partitionBy("partition").orderBy("pos").rowsBetween(Window.unboundedPreceding, -1)
     kept = records.where(valid)
     for is_left, column in ((True, "obs_left"), (False, "obs_right")):
@@ -238,7 +246,7 @@ def run_stream_join(
             _store(kept.where(F.col("left") == is_left), side, topics[is_left][0], ops[is_left], is_left)
         )
     if plan.sink is not None:
-        outputs.append(_results(plan, kept, topics, ops, resolve, counts, sink_serdes))
+        outputs.append(_results(plan, kept, records.where(padded), topics, ops, resolve, counts, sink_serdes))
     result = outputs[0]
     for more in outputs[1:]:
         result = result.unionByName(more)
@@ -248,6 +256,7 @@ def run_stream_join(
 def _results(
     plan: StreamJoinPlan,
     kept: Any,
+    keyless: Any,
     topics: dict[bool, list[str]],
     ops: dict[bool, list[ValueOp]],
     resolve: Callable[[str], str],
@@ -255,7 +264,8 @@ def _results(
     sink_serdes: Mapping[str, tuple[Serde, Serde]],
 ) -> Any:
     """Each arriving record joined with the other side's earlier records its lookup still finds, in the task's
-    order, then the store's fetch order (timestamp, arrival): the sink's rows."""
+    order, then the store's fetch order (timestamp, arrival): the sink's rows. An outer side's record that finds
+    none, and its ``keyless`` records, are joined with None at once (``JoinWindows(eager_null_results=True)``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -284,6 +294,16 @@ def _results(
         F.when(this_left, F.col("o.value")).otherwise(F.col("t.value")).alias("right_value"),
         F.when(this_left, F.col("o.a_right")).otherwise(F.col("t.a_right")).alias("right_assigned"),
     )  # fmt: skip
+    unmatched = kept.where("outer").join(
+        joined.select("partition", "pos").distinct(), ["partition", "pos"], "left_anti"
+    )
+    alone = unmatched.select(*keyless.columns).unionByName(keyless).select(
+        "partition", "pos", F.lit(-1).alias("other_ts"), F.lit(-1).alias("other_pos"), "ts", "key", "headers",
+        "left",
+        F.when(F.col("left"), F.col("value")).alias("left_value"), F.col("a_left").alias("left_assigned"),
+        F.when(~F.col("left"), F.col("value")).alias("right_value"), F.col("a_right").alias("right_assigned"),
+    )  # fmt: skip
+    joined = joined.unionByName(alone)
     fetch_order = Window.partitionBy("partition").orderBy("pos", "other_ts", "other_pos")
     joined = joined.withColumn("jseq", F.row_number().over(fetch_order) - 1)
     topic = resolve(sink.topic)
