@@ -55,7 +55,8 @@ class JoinSide:
 
 @dataclass
 class StreamJoinPlan(CompiledPlan):
-    """A sub-topology of two sources joined by a windowed inner join, written to ``sink`` (or nowhere)."""
+    """A sub-topology of two sources joined by a windowed join (inner; left or outer with eager null results),
+    written to ``sink`` (or nowhere)."""
 
     left: JoinSide | None = None
     right: JoinSide | None = None
