@@ -6,16 +6,18 @@ Query (one the compiled path translates: a column-expression filter and a built-
 keyed by item, value {"user", "item", "amount"} ->
 ``s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"))`` -> ``to_stream().to("totals")``, with
 ``statestore_cache_max_bytes=0`` (every update is emitted, as the compiled path does: a record cache would
-decide which updates leave). N records go to a fresh ``memory://`` topic of ``--partitions`` partitions
-(not timed). Timed, each over the same records:
+decide which updates leave). N records go to a fresh ``memory://`` topic of ``--partitions`` partitions, and
+from there to a Parquet archive (``export_topic``; timed, printed, not part of the rates): a history of that
+size is read from an archive or a broker, and every Spark engine reads the same archive. Timed, each over the
+same records:
 
 - driver: a ``TopologyTestDriver`` fed the serialized records one by one (``pipe_raw``), one process, over
   the first ``--driver-n`` records (default all);
 - live: ``KafkaStreams`` with one stream thread from ``start()`` until every update is on "totals", minus
   the same for 10 records (startup): the live engine's steady per-core rate;
-- replay / compiled: ``ks.backtest(engine=...)`` end to end (snapshot of the topic to Parquet, the stage, the
-  outputs counted), after a warm-up backtest; "n/a" when the installed ``backtest`` has no such engine;
-- spark-sql: the query written by hand with DataFrame functions over the same snapshot (``from_json``, filter,
+- replay / compiled: ``ks.backtest(engine=..., archives=...)`` end to end (the stage, the outputs and stores
+  counted), after a warm-up backtest; "n/a" when the installed ``backtest`` has no such engine;
+- spark-sql: the query written by hand with DataFrame functions over the same archive (``from_json``, filter,
   a running ``sum`` per key over a window ordered by partition and offset, ``to_json``), written to the
   ``noop`` sink: the ceiling for this query on this Spark session.
 
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import shutil
+import tempfile
 import time
 import uuid
 from typing import Any
@@ -113,25 +117,26 @@ def time_live(n: int, partitions: int) -> float:
     return n / (run(n) - startup)
 
 
-def time_backtest(spark: Any, url: str, engine: str) -> tuple[float, int]:
+def time_backtest(spark: Any, url: str, archive: str, engine: str) -> tuple[float, int]:
     """Seconds of one backtest end to end and the updates it wrote to "totals"."""
     start = time.perf_counter()
     extra = {} if engine == "default" else {"engine": engine}
-    result = backtest(build_topology(), spark, bootstrap_servers=url, **extra, **CONFIG)
+    archives = {"events": archive}
+    result = backtest(build_topology(), spark, bootstrap_servers=url, archives=archives, **extra, **CONFIG)
     outputs = result.outputs["totals"].count()
     result.stores["totals"].count()
     return time.perf_counter() - start, outputs
 
 
-def time_sql(spark: Any, url: str) -> tuple[float, int]:
-    """The query by hand in Spark SQL over the same snapshot: seconds and updates written (``noop`` sink)."""
+def time_sql(spark: Any, archive: str) -> tuple[float, int]:
+    """The query by hand in Spark SQL over the same archive: seconds and updates written (``noop`` sink)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from kstream_nb.spark.source import read_topic
+    from kstream_nb.spark.source import read_history
 
     start = time.perf_counter()
-    events = read_topic(spark, "events", bootstrap_servers=url)
+    events = read_history(spark, "events", path=archive)
     value = F.from_json(F.col("value").cast("string"), "user string, item string, amount long")
     running = Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
     updates = (
@@ -168,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     expected = produce_events(url, args.n, args.partitions)
     print(f"produced {args.n:,} records ({args.partitions} partitions, {expected:,} updates expected) "
           f"in {time.perf_counter() - t0:.1f}s", flush=True)  # fmt: skip
+    workdir = tempfile.mkdtemp(prefix="bench-backtest-")
+    t0 = time.perf_counter()
+    archive = str(ks.export_topic("events", f"{workdir}/events", bootstrap_servers=url))
+    print(f"exported to a Parquet archive in {time.perf_counter() - t0:.1f}s (not part of the rates)", flush=True)
     rows: list[tuple[str, str, int, float | None]] = []  # engine, master, records, seconds (None: n/a)
     if "driver" not in skip:
         seconds, n = time_driver(url, min(args.n, args.driver_n or args.n))
@@ -184,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session(master, config={"spark.driver.memory": "4g"})
         warm = f"memory://bench-warm-{uuid.uuid4().hex[:6]}"
         produce_events(warm, 2_000, args.partitions)
+        warm_archive = str(ks.export_topic("events", f"{workdir}/warm-{uuid.uuid4().hex[:6]}", bootstrap_servers=warm))
         for engine in ("replay", "compiled"):
             if engine not in skip and available[engine]:
-                time_backtest(spark, warm, engine if available["compiled"] else "default")
-        time_sql(spark, warm)
+                time_backtest(spark, warm, warm_archive, engine if available["compiled"] else "default")
+        time_sql(spark, warm_archive)
         reset_cluster(warm)
         for engine in ("replay", "compiled", "spark-sql"):
             if engine in skip:
@@ -197,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{engine} on {master}: n/a (ks.backtest has no engine={engine!r})", flush=True)
                 continue
             if engine == "spark-sql":
-                seconds, updates = time_sql(spark, url)
+                seconds, updates = time_sql(spark, archive)
             else:
-                seconds, updates = time_backtest(spark, url, engine if available["compiled"] else "default")
+                seconds, updates = time_backtest(
+                    spark, url, archive, engine if available["compiled"] else "default"
+                )
             assert updates == expected, f"{engine} wrote {updates:,} updates, the recount is {expected:,}"
             rows.append((engine, master, args.n, seconds))
             if engine == "spark-sql":
@@ -207,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{engine} on {master}: {seconds:.1f}s ({args.n / seconds:,.0f}/s)", flush=True)
         spark.stop()
     reset_cluster(url)
+    shutil.rmtree(workdir, ignore_errors=True)
     print()
     print(f"{'engine':<40} {'where':>10} {'records':>10} {'seconds':>8} {'records/s':>10} {'x sql':>6} "
           f"{'/core x live':>12}")  # fmt: skip
