@@ -111,8 +111,19 @@ class KStream:
             name=name,
         )
 
-    def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
-        """``mapper(key, value) -> new_key``; marks the stream for repartitioning."""
+    def select_key(self, mapper: Any, name: str | None = None) -> KStream:
+        """``mapper(key, value) -> new_key``, or pandas style a field name (``"user"``) or a column expression of
+        the value (``s["user"].str.upper()``): a missing field or a null value gives a null key, as in filters;
+        marks the stream for repartitioning."""
+        from kstream_nb.processor import expressions as ex
+
+        if isinstance(mapper, str):
+            mapper = ex.col(mapper)
+        if isinstance(mapper, ex.Expr):
+            expr = mapper
+            return self._then(
+                "KSTREAM-KEY-SELECT", lambda: ops.KStreamExprSelectKey(expr), key_changing=True, name=name
+            )
         check_callable(mapper, "select_key")
         return self._then("KSTREAM-KEY-SELECT", lambda: ops.KStreamSelectKey(mapper), key_changing=True, name=name)
 
@@ -306,12 +317,13 @@ class KStream:
 
     def group_by(
         self,
-        selector: Callable[[Any, Any], Any],
+        selector: Any,
         key_serde: Any = None,
         value_serde: Any = None,
         name: str | None = None,
     ) -> KGroupedStream:
-        """Groups by ``selector(key, value)``; always repartitions before aggregating."""
+        """Groups by ``selector(key, value)``, or by a field name or column expression of the value (as
+        ``select_key``); always repartitions before aggregating."""
         return self.select_key(selector).group_by_key(key_serde, value_serde, name)
 
     def join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None, *,

@@ -88,6 +88,23 @@ class KStreamSelectKey(_Forwarding):
         return select_key
 
 
+class KStreamExprSelectKey(_Forwarding):
+    """Replaces the key with a column expression of the value (``select_key("user")``): evaluated as filters
+    and ``assign`` evaluate it (a missing field or a null value reads as null)."""
+
+    def __init__(self, expr: Any) -> None:
+        self.expr = expr
+        self._record = expr.compile_record()
+
+    def fuse(self, downstream: Entry) -> Entry:
+        key_of = self._record
+
+        def expr_select_key(key: Any, value: Any) -> None:
+            downstream(key_of(value), value)
+
+        return expr_select_key
+
+
 class KStreamMapValues(_Forwarding):
     """Replaces the value with ``mapper(value)`` (or ``mapper(key, value)`` with ``with_key``)."""
 

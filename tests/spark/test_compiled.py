@@ -56,7 +56,9 @@ def _compiled_reason(build: Any, **config: Any) -> str:
         (lambda b: b.stream("in").group_by_key().count().to_stream().to("out"), {"statestore_cache_max_bytes": 1},
          "statestore_cache_max_bytes > 0"),
         (lambda b: b.stream("in").group_by_key().reduce(max).to_stream().to("out"), {}, "KStreamReduce"),
-        (lambda b: b.table("in").to_stream().to("out"), {}, "a table (latest value per key, tombstones)"),
+        (lambda b: b.table("in").to_stream().to("out"), {}, "compiled: Table -> ToStream -> Sink"),
+        (lambda b: b.stream("in").join(b.table("t"), lambda v, u: v).to("out"), {},
+         "a stream-table join with a lambda: opaque to Spark"),
         (lambda b: b.stream("in").group_by_key().windowed_by(ks.SessionWindows.with_gap("5s")).count(),
          {}, "session windows"),
         (lambda b: b.stream("in", value_serde="string").assign(n=ks.col("a") + 1).to("out"), {},
@@ -66,8 +68,8 @@ def _compiled_reason(build: Any, **config: Any) -> str:
         (lambda b: (s := b.stream("in"))[s["a"] > 1].assign(c=s["a"] * 2)[["c"]].to("out"), {},
          "compiled: ExprFilter -> Assign -> Project -> Sink"),
     ],
-    ids=["filter-lambda", "map-values", "processor", "partitioner", "cache", "reduce", "table", "session",
-         "string-values", "count", "expressions"],
+    ids=["filter-lambda", "map-values", "processor", "partitioner", "cache", "reduce", "table", "join-lambda",
+         "session", "string-values", "count", "expressions"],
 )  # fmt: skip
 def test_planner_names_what_prevents_compiling(build: Any, config: dict[str, Any], expected: str) -> None:
     reason = _compiled_reason(build, **config)

@@ -19,9 +19,10 @@ from kstream_nb.spark.compiled.codec import (
     recode_windowed_keys,
     with_key_codecs,
 )
-from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish
+from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish, Suppress
 from kstream_nb.spark.compiled.rows import out_rows, store_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
+from kstream_nb.spark.compiled.suppress import buffer_rows, suppressed_windows, with_previous
 from kstream_nb.spark.compiled.windows import assign_windows, closed_windows, store_visible, windows_per_record
 from kstream_nb.topology.topology import Topology
 
@@ -84,12 +85,16 @@ def aggregate_rows(
     updates = updates.select(
         "partition", "key", *codecs, "pos", "headers", "agg", "agg_ts", "final", seq.alias("seq"), *window_columns
     )
-    if stores_too and (branch.sink is not None or step.emit_final):
+    suppress = next((s for s in branch.steps if isinstance(s, Suppress)), None)
+    if stores_too and (branch.sink is not None or step.emit_final or suppress is not None):
         updates = updates.localCheckpoint(eager=True)  # computed once: read for the sink and for the stores
     finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     sent = updates
     if step.emit_final:
         sent = closed_windows(updates, windowed, step)
+    if suppress is not None:  # each window's final update, released by suppress (``suppress``)
+        final = suppressed_windows(with_previous(updates), windowed, step, plan.key_serde, ctx.source_topic)
+        sent = final.where(F.col("emit_pos").isNotNull())
     result: list[Any] = []
     if sink is not None:
         topic = ctx.resolve(sink.topic)
@@ -111,7 +116,9 @@ def aggregate_rows(
             out = out.withColumn("val", F.struct(fast.alias("bytes"), text_column.alias("text")))
         result.append(out_rows(out, topic, partitions, F.col("seq"), "agg_ts", null_keys=False))
     if stores_too:
-        result.extend(_store_entries(ctx, step, finish, updates, sent))
+        result.extend(_store_entries(ctx, step, finish, updates, updates if suppress is not None else sent))
+        if suppress is not None:
+            result.append(buffer_rows(ctx, step, suppress, final, finish))
     return result, dropped
 
 

@@ -2,11 +2,14 @@
 translate is named, with the reason (a lambda is opaque to Catalyst; a Processor API node has its own state).
 
 A sub-topology compiles when it is a tree from one source node whose every branch is: column-expression
-filters, ``assign``, projections, a repartition's null-key filter, then optionally ``count``/``agg`` by the
-current key (emitting on update) and its table's ``to_stream``, ending in a sink with the default
-partitioner (or nothing). A branch is a path from the source to a leaf, in the order a record's writes happen
-live (children in order, depth first). Processors are made by their suppliers, as a task makes them, and
-recognised by class.
+filters, ``assign``, projections, ``select_key``/``group_by`` by an expression (then no more than these and a
+sink), a repartition's null-key filter, then optionally ``count``/``agg`` by the current key (emitting on
+update; windowed: or on close, or ``suppress(until_window_closes())`` in a one-branch sub-topology) and its
+table's ``to_stream``, ending in a sink with the default partitioner (or nothing). A branch is a path from
+the source to a leaf, in the order a record's writes happen live (children in order, depth first). Processors
+are made by their suppliers, as a task makes them, and recognised by class. Tables and stream-table joins
+with ``ks.merge_joiner`` (``tables``) compile too: a sub-topology of a stream and the tables it joins is
+planned per source. Windowed stream-stream joins: ``stream_join``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from kstream_nb.processor import stream_stateless as ops
 from kstream_nb.processor.expressions.tree import Expr
 from kstream_nb.processor.sink import WindowedStreamPartitioner
 from kstream_nb.processor.stream_aggregate import KStreamAggregate
-from kstream_nb.processor.table_ops import KTableMapValues, KTableToStream
+from kstream_nb.processor.suppress import KTableSuppress
+from kstream_nb.processor.table_joins import KStreamKTableJoin
+from kstream_nb.processor.table_ops import KTableMapValues, KTableMaterialize, KTableSource, KTableToStream
 from kstream_nb.processor.window_aggregate import KStreamWindowAggregate
 from kstream_nb.processor.windows import TimeWindows
 from kstream_nb.runtime.config import StreamsConfig
@@ -66,6 +71,14 @@ class Project:
 
 
 @dataclass(frozen=True)
+class SelectKey:
+    """``select_key``/``group_by`` by a column expression of the value (``rekey``)."""
+
+    node: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
 class DropNullKeys:
     """A repartition's filter: null keys are dropped silently (not counted, as Kafka)."""
 
@@ -95,6 +108,35 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class Suppress:
+    """``suppress(until_window_closes())`` of a windowed aggregation: each window's final result once, when it
+    closes, its update buffered in ``store`` until then (``suppress``)."""
+
+    node: str
+    store: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: each key's latest value in ``store`` (None: not materialized), every update forwarded;
+    ``source``: a table source, which drops (and counts) null keys (``tables``)."""
+
+    node: str
+    store: str | None
+    source: bool
+
+
+@dataclass(frozen=True)
+class TableJoin:
+    """A stream-table join on the key with ``ks.merge_joiner`` (``left``: a left join), the table in ``store``."""
+
+    node: str
+    store: str
+    left: bool
+    joiner: Any
+
+
+@dataclass(frozen=True)
 class ToStream:
     node: str
 
@@ -109,8 +151,21 @@ class Sink:
     partitioner: WindowedStreamPartitioner | None = None
 
 
-Step = ExprFilter | Assign | Project | DropNullKeys | Aggregate | Finish | ToStream | Sink
-STATELESS = (ExprFilter, Assign, Project, DropNullKeys)
+Step = (
+    ExprFilter
+    | Assign
+    | Project
+    | SelectKey
+    | DropNullKeys
+    | Aggregate
+    | Finish
+    | Suppress
+    | Table
+    | TableJoin
+    | ToStream
+    | Sink
+)
+STATELESS = (ExprFilter, Assign, Project, SelectKey, DropNullKeys)
 
 
 @dataclass
@@ -132,7 +187,7 @@ class Branch:
         read: set[str] = set()
         assigned: set[str] = set()
         for step in self.steps:
-            if isinstance(step, ExprFilter):
+            if isinstance(step, (ExprFilter, SelectKey)):
                 read |= step.expr.columns() - assigned
             elif isinstance(step, Assign):
                 for name, expr in step.columns.items():
@@ -172,20 +227,34 @@ def plan_subtopology(topology: Topology, sub: SubTopology, config: StreamsConfig
     specs = topology.node_specs
     sources = [specs[n] for n in sub.nodes if isinstance(specs[n], SourceSpec)]
     if len(sources) != 1:
-        raise NotCompilable(f"{len(sources)} source nodes (a merge or a join of several inputs)")
+        from kstream_nb.spark.compiled.stream_join import is_stream_join, plan_stream_join
+
+        inputs = [s for s in sources if isinstance(s, SourceSpec)]
+        if is_stream_join(topology, inputs):  # two sources joined by a windowed stream-stream join
+            return plan_stream_join(topology, sub, config, inputs)
+        from kstream_nb.spark.compiled.tables import plan_table_join
+
+        return plan_table_join(topology, config, sub.id, inputs)  # a stream and the tables it joins, or refused
     source = sources[0]
     assert isinstance(source, SourceSpec)
+    return plan_source(topology, config, sub.id, source)
+
+
+def plan_source(topology: Topology, config: StreamsConfig, sub: int, source: SourceSpec) -> CompiledPlan:
+    """The plan of the branches below one source node."""
     extractor = source.timestamp_extractor or config.default_timestamp_extractor
     if not extractor.uses_record_timestamp:
         raise NotCompilable(f"source {source.name!r}: timestamp extractor {type(extractor).__name__}")
     plan = CompiledPlan(
-        sub.id, source.name, source.topics, source.key_serde or config.default_key_serde,
+        sub, source.name, source.topics, source.key_serde or config.default_key_serde,
         source.value_serde or config.default_value_serde,
     )  # fmt: skip
     _walk(topology, config, plan, source.name, [])
     sinks = [b.sink for b in plan.branches if b.sink is not None]
     for branch in plan.branches:
         _check_order(branch)
+        if len(plan.branches) > 1 and any(isinstance(s, Suppress) for s in branch.steps):
+            raise NotCompilable("a suppress in a sub-topology of several branches is not compiled")
     if len({s.topic for s in sinks}) < len(sinks):
         raise NotCompilable("several sinks write one topic (their null keys share a round robin live)")
     return plan
@@ -245,6 +314,9 @@ def _step(
     if kind is ops.KStreamProject:
         _need_json(plan, name)
         return Project(name, tuple(processor.names))
+    if kind is ops.KStreamExprSelectKey:
+        _need_json(plan, name)
+        return SelectKey(name, processor.expr)
     if kind is KStreamAggregate or kind is KStreamWindowAggregate:
         return _aggregate(processor, spec, plan, steps, topology, config)
     if kind is KTableMapValues:
@@ -254,6 +326,12 @@ def _step(
         return Finish(name, processor.store_name)
     if kind is KTableToStream:
         return ToStream(name)
+    if kind is KTableSuppress:
+        return _suppress(processor, name, steps)
+    if kind is KTableSource or kind is KTableMaterialize or kind is KStreamKTableJoin:
+        from kstream_nb.spark.compiled.tables import table_step
+
+        return table_step(processor, spec, plan, steps, topology, config)
     names: dict[type, str] = {
         ops.KStreamFilter: "filter", ops.KStreamMap: "map", ops.KStreamMapValues: "map_values",
         ops.KStreamSelectKey: "select_key/group_by", ops.KStreamFlatMap: "flat_map",
@@ -274,14 +352,12 @@ def _step(
 
 #: operations of the DSL the compiled path does not translate yet (they replay), by processor class
 _NOT_YET = {
-    "KTableSource": "a table (latest value per key, tombstones)",
-    "KTableMaterialize": "a table (latest value per key, tombstones)",
-    "KStreamKTableJoin": "a stream-table join",
     "KTableKTableJoinSide": "a table-table join",
     "KStreamKStreamJoinSide": "a windowed stream-stream join",
     "KStreamSlidingWindowAggregate": "sliding windows",
-    "KStreamSessionWindowAggregate": "session windows",
-    "KTableSuppress": "suppress",
+    # a record may merge sessions earlier records made (out of timestamp order, bridging two): each record's
+    # sessions depend on every earlier record of its key, a scan per key rather than window functions
+    "KStreamSessionWindowAggregate": "session windows (merges depend on every earlier record of the key)",
     "KStreamReduce": "reduce (a Python function)",
     "KTableAggregate": "a table aggregation (a Python function)",
     "KTableReduce": "a table reduce (a Python function)",
@@ -327,6 +403,23 @@ def _aggregate(
     raise NotCompilable(f"node {name!r}: aggregate with {_callable_name(processor.aggregator)}: opaque to Spark")
 
 
+def _suppress(processor: KTableSuppress, name: str, steps: list[Step]) -> Suppress:
+    aggregate = next((s for s in steps if isinstance(s, Aggregate)), None)
+    if not processor.suppressed.until_window_closes:
+        raise NotCompilable(f"node {name!r}: suppress(until_time_limit) (a time limit per key) is not compiled")
+    if processor.suppressed.buffer.max_records is not None or processor.suppressed.buffer.max_bytes is not None:
+        raise NotCompilable(f"node {name!r}: suppress with a bounded buffer (it fails when full) is not compiled")
+    if processor.view is not None and processor.view.store_name is not None:
+        raise NotCompilable(f"node {name!r}: a suppressed table a join looks up is not compiled")
+    windows = aggregate.windows if aggregate is not None else None
+    if not (
+        aggregate is not None and windows is not None and not aggregate.emit_final
+        and isinstance(steps[-1], Aggregate | Finish) and processor.duration == windows.grace_ms
+    ):  # fmt: skip
+        raise NotCompilable(f"node {name!r}: suppress of what is not a windowed count/agg emitting on update")
+    return Suppress(name, processor.store_name)
+
+
 def _is_finish(fn: Callable[..., Any]) -> bool:
     return _qualname(fn) == "named_aggregation.<locals>.finish"
 
@@ -335,6 +428,9 @@ def _check_order(branch: Branch) -> None:
     """After an aggregation only its finish, ``to_stream`` and a sink are compiled."""
     seen_aggregate = False
     for i, step in enumerate(branch.steps):
+        rekeyed = any(isinstance(s, SelectKey) for s in branch.steps[:i])
+        if rekeyed and not isinstance(step, (*STATELESS, Sink)):  # live, a repartition comes first
+            raise NotCompilable(f"node {step.node!r}: {type(step).__name__} after select_key is not compiled")
         if isinstance(step, Aggregate):
             seen_aggregate = True
         elif isinstance(step, STATELESS) and seen_aggregate:

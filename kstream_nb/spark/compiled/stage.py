@@ -13,12 +13,14 @@ from typing import Any
 
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
-from kstream_nb.spark.compiled.codec import recode_keys, recode_values
+from kstream_nb.spark.compiled.codec import recode_values
 from kstream_nb.spark.compiled.emit import StageContext, aggregate_rows
 from kstream_nb.spark.compiled.ordering import in_offset_order, processing_order
 from kstream_nb.spark.compiled.planner import STATELESS, Branch, CompiledPlan, DropNullKeys, Sink
+from kstream_nb.spark.compiled.rekey import apply_steps, sink_keys
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows
-from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
+from kstream_nb.spark.compiled.stateless import ValueFields
+from kstream_nb.spark.compiled.stream_join import StreamJoinPlan, run_stream_join
 from kstream_nb.spark.compiled.values import parse_values, value_schema
 from kstream_nb.topology.topology import Topology
 
@@ -38,6 +40,12 @@ def run_compiled(
     Raises ``NotCompilable`` when the data holds what the compiled path cannot read as the runtime does."""
     from pyspark.sql import functions as F
 
+    if isinstance(plan, StreamJoinPlan):
+        return run_stream_join(plan, frame, resolve, counts, written, sink_serdes)
+    from kstream_nb.spark.compiled.tables import has_tables, run_tables
+
+    if has_tables(plan):
+        return run_tables(plan, frame, topology, config, resolve, counts, written, sink_serdes)
     topics = [resolve(t) for t in plan.source_topics]
     ctx = StageContext(plan, topology, config, resolve, counts, sink_serdes, topics[0])
     reads = any(_reads_values(b) for b in plan.branches)
@@ -54,7 +62,7 @@ def run_compiled(
     aggregated: set[str] = set()
     for i, branch in enumerate(plan.branches):
         fields = ValueFields(schema)
-        kept = apply_stateless(records, [s for s in branch.steps if isinstance(s, STATELESS)], fields)
+        kept = apply_steps(records, branch.steps, fields)
         sink, step = branch.sink, branch.aggregate
         if step is None:
             if sink is not None:
@@ -87,8 +95,8 @@ def _stateless_out(ctx: StageContext, records: Any, sink: Sink, fields: ValueFie
     plan, topic = ctx.plan, ctx.resolve(sink.topic)
     text = topic in ctx.sink_serdes
     partitions = ctx.counts.get(topic, 1)
-    keys = recode_keys(plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, text)
+    keys = sink_keys(records, plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, text)
     values = recode_values(plan.value_serde, sink.value_serde, (ctx.source_topic, topic), fields.ops, text)
-    out = records.withColumn("k", keys(F.col("key")))
+    out = records.withColumn("k", keys)
     out = out.withColumn("val", values(F.col("value"), fields.assigned_struct()))
     return out_rows(out, topic, partitions, seq, "ts")

@@ -19,12 +19,20 @@ from kstream_nb.spark.compiled.planner import NotCompilable
 _INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 
 
-def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
-    """Spark type per field of the values of ``frame`` (``value``: binary JSON); fields never set (always
-    missing or null) read as ``string`` nulls."""
+def with_parsed(frame: Any) -> Any:
+    """``frame`` with ``_pv``: its JSON values parsed as variants, for ``value_schema`` to read (null for a
+    null or invalid value); worth it when the frame is read again (checkpointed) for other reasons."""
     from pyspark.sql import functions as F
 
-    parsed = F.try_parse_json(F.col("value").cast("string"))
+    return frame.withColumn("_pv", F.try_parse_json(F.col("value").cast("string")))
+
+
+def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
+    """Spark type per field of the values of ``frame`` (``value``: binary JSON; ``_pv``, if there, the values
+    parsed by ``with_parsed``); fields never set (always missing or null) read as ``string`` nulls."""
+    from pyspark.sql import functions as F
+
+    parsed = F.col("_pv") if "_pv" in frame.columns else F.try_parse_json(F.col("value").cast("string"))
     checks = [
         F.sum(F.when(F.col("value").isNotNull() & parsed.isNull(), 1).otherwise(0)).alias("_invalid"),
         F.sum(
@@ -36,7 +44,7 @@ def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
         checks.append(
             F.collect_set(F.schema_of_variant(F.try_variant_get(parsed, _path(name), "variant"))).alias(f"_f{i}")
         )
-    row = frame.select("value").agg(*checks).collect()[0]
+    row = frame.agg(*checks).collect()[0]
     if row["_invalid"]:
         raise NotCompilable(f"{row['_invalid']} value(s) are not valid JSON (the deserialization handler decides)")
     if row["_not_object"]:
