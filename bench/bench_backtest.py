@@ -41,20 +41,31 @@ import numpy as np
 import kstream_nb as ks
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory import reset_cluster
+from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.spark import backtest, spark_session
 
 CONFIG: dict[str, Any] = {"statestore_cache_max_bytes": 0}
+#: "running" (every update of a per-key sum) or "windowed" (per-key sums of 1-minute windows, emitted on close)
+QUERY = "running"
+WINDOW_MS, GRACE_MS = 60_000, 10_000
 
 
 def build_topology() -> ks.Topology:
     b = ks.StreamsBuilder()
     s = b.stream("events")
-    s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
+    grouped = s[s["amount"] > 5].group_by_key()
+    if QUERY == "windowed":
+        windows = ks.TimeWindows.of(WINDOW_MS).grace(GRACE_MS)
+        table = grouped.windowed_by(windows).emit_strategy("on_window_close")
+        table.agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
+    else:
+        grouped.agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
     return b.build()
 
 
 def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> int:
-    """Produces ``n`` events; returns how many updates the query emits (the recount: amount > 5)."""
+    """Produces ``n`` events; returns how many records the query writes, recounted with numpy: the records
+    with amount > 5 (running), or the windows of those closed by their partition's last one (windowed)."""
     rng = np.random.default_rng(seed)
     users = rng.integers(0, 10_000, n)
     items = rng.integers(0, 1_000, n)
@@ -67,7 +78,16 @@ def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> int:
     start_ms = int(time.time() * 1000) - 3_600_000
     ks.produce("events", records, bootstrap_servers=url, partitions=partitions, timestamps=start_ms)
     ks.produce("totals", [], bootstrap_servers=url, partitions=partitions)
-    return int((amounts > 5).sum())
+    kept = amounts > 5
+    if QUERY != "windowed":
+        return int(kept.sum())
+    key_partition = np.array([default_partition(f"item-{i}".encode(), partitions) for i in range(1_000)])
+    parts, ts, item = key_partition[items][kept], (start_ms + np.arange(n))[kept], items[kept]
+    stream_time = np.full(partitions, -1)
+    np.maximum.at(stream_time, parts, ts)
+    starts = ts - ts % WINDOW_MS
+    closed = starts + WINDOW_MS <= stream_time[parts] - GRACE_MS
+    return len(set(zip(item[closed].tolist(), starts[closed].tolist())))
 
 
 def time_driver(url: str, limit: int) -> tuple[float, int]:
@@ -138,16 +158,31 @@ def time_sql(spark: Any, archive: str) -> tuple[float, int]:
     start = time.perf_counter()
     events = read_history(spark, "events", path=archive)
     value = F.from_json(F.col("value").cast("string"), "user string, item string, amount long")
-    running = Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
-    updates = (
-        events.select("partition", "offset", "timestamp", "key", value.alias("v"))
-        .where(F.col("v.amount") > 5)
-        .select(
+    kept = events.select("partition", "offset", "timestamp", "key", value.alias("v")).where(F.col("v.amount") > 5)
+    if QUERY == "windowed":
+        # the late-drop rule's stream time: the running max per partition; a window goes out once closed
+        ts = F.expr("unix_millis(timestamp)")
+        observed = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+        last = Window.partitionBy("partition")
+        windowed = kept.select(
+            "partition", "key", "v", ts.alias("ts"), (ts - ts % WINDOW_MS).alias("start"),
+            F.max(ts).over(observed).alias("observed"), F.max(ts).over(last).alias("final"),
+        ).where(F.col("start") + WINDOW_MS > F.col("observed") - GRACE_MS)  # fmt: skip
+        updates = (
+            windowed.groupBy("partition", "key", "start")
+            .agg(F.sum("v.amount").alias("total"), F.max("ts").alias("ts"), F.max("final").alias("final"))
+            .where(F.col("start") + WINDOW_MS <= F.col("final") - GRACE_MS)
+            .select("key", F.to_json(F.struct("total")).cast("binary").alias("value"), "ts")
+        )
+    else:
+        running = (
+            Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
+        )
+        updates = kept.select(
             "key",
             F.to_json(F.struct(F.sum("v.amount").over(running).alias("total"))).cast("binary").alias("value"),
             F.max("timestamp").over(running).alias("timestamp"),
         )
-    )
     updates.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - start
     return seconds, int(updates.count())  # counted after the timing (a second pass)
@@ -165,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--skip", default="", help="comma-separated engines not to run (driver,live,...)")
+    parser.add_argument("--query", choices=["running", "windowed"], default="running")
     args = parser.parse_args(argv)
+    global QUERY
+    QUERY = args.query
     skip = set(filter(None, args.skip.split(",")))
     masters = [m for m in args.masters.split(",") if m]
     url = f"memory://bench-{uuid.uuid4().hex[:6]}"
@@ -193,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session(master, config={"spark.driver.memory": "4g"})
         warm = f"memory://bench-warm-{uuid.uuid4().hex[:6]}"
         produce_events(warm, 2_000, args.partitions)
-        warm_archive = str(ks.export_topic("events", f"{workdir}/warm-{uuid.uuid4().hex[:6]}", bootstrap_servers=warm))
+        warm_path = f"{workdir}/warm-{uuid.uuid4().hex[:6]}"
+        warm_archive = str(ks.export_topic("events", warm_path, bootstrap_servers=warm))
         for engine in ("replay", "compiled"):
             if engine not in skip and available[engine]:
                 time_backtest(spark, warm, warm_archive, engine if available["compiled"] else "default")

@@ -288,3 +288,35 @@ def test_topics_interleaved_with_timestamp_ties(spark: Any, url: str) -> None:
     assert all(v["x"] == 3 * v["amount"] and "city" in v for v in scaled["value"])
     counts = compiled.stores["counts"].to_pandas().set_index("key")["value"].to_dict()
     assert counts == scaled.groupby("key").size().to_dict()
+
+
+def test_keys_matched_as_the_store_compares_them(spark: Any, url: str) -> None:
+    """Keys written by other producers: ``"ann"`` quoted finds ``ann``, ``7.0`` finds ``7`` (one entry of the
+    store's dict); a table whose one entry took ``1`` then ``1.0`` (the dict keeps the first key object)
+    replays, named."""
+
+    def produce(topic: str, rows: list[tuple[bytes, Any]], t0: int) -> None:
+        records = [ks.Record(k, v, t0 + i) for i, (k, v) in enumerate(rows)]
+        ks.produce(topic, records, bootstrap_servers=url, key_serde="bytes")
+
+    produce("people", [(b'"ann"', {"city": "oslo"}), (b"7", {"city": "rome"}), (b"8", {"city": "lima"})], 1)
+    produce("buys", [(b"ann", {"amount": 1}), (b"7.0", {"amount": 2}), (b"8", None), (b"9", {"amount": 3})], 10)
+    ks.produce("bought", [], bootstrap_servers=url)
+    b = ks.StreamsBuilder()
+    b.stream("buys").left_join(b.table("people", store="people"), ks.merge_joiner()).to("bought")
+    topology = b.build()
+    compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
+    replay = backtest(topology, spark, bootstrap_servers=url, engine="replay")
+    assert _outputs(compiled, "bought") == _outputs(replay, "bought")
+    pd.testing.assert_frame_equal(compiled.stores["people"].to_pandas(), replay.stores["people"].to_pandas())
+    got = compiled.outputs["bought"].to_pandas()
+    assert list(zip(got["key"], got["value"])) == [
+        ("ann", {"amount": 1, "city": "oslo"}), (7.0, {"amount": 2, "city": "rome"}), (9, {"amount": 3}),
+    ]  # fmt: skip
+    assert compiled.dropped == 1  # the null value
+
+    produce("people", [(b"1", {"city": "kyiv"}), (b"1.0", {"city": "oslo"})], 20)
+    auto = backtest(topology, spark, bootstrap_servers=url)
+    assert "keys of one entry read as different values" in auto.explain()
+    stored = auto.stores["people"].to_pandas()
+    assert stored["key"].map(repr).tolist().count("1") == 1

@@ -20,7 +20,8 @@ from kstream_nb.spark.compiled.planner import STATELESS, Branch, CompiledPlan, D
 from kstream_nb.spark.compiled.rekey import apply_steps, sink_keys
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
-from kstream_nb.spark.compiled.stream_join import StreamJoinPlan, run_stream_join
+from kstream_nb.spark.compiled.stream_join import StreamJoinPlan
+from kstream_nb.spark.compiled.stream_join_run import run_stream_join
 from kstream_nb.spark.compiled.values import parse_values, value_schema
 from kstream_nb.topology.topology import Topology
 

@@ -1,36 +1,24 @@
-"""A windowed stream-stream inner join on the key (``left.join(right, ks.merge_joiner(), JoinWindows)``) as
-one Spark join of the task's records with themselves, as ``KStreamKStreamJoinSide`` computes it live.
+"""Which windowed stream-stream joins on the key compile (``left.join(right, ks.merge_joiner(), JoinWindows)``),
+and why not: the plan ``stream_join_run`` runs as one Spark join of the task's records with themselves.
 
-Live, each record (in the task's processing order over both topics) with a key and a value is put in its
-side's window store, then joins the other side's records of its key with timestamps in ``[ts - before,
-ts + after]`` (``[ts - after, ts + before]`` on the right side) that the other store still returns: those
-after the other store's observed stream time minus ``before + after + grace``. The store's own expiry and
-its dropping of too-old puts keep more than that (its retention is longer), so they never decide a match;
-only the final stores show them. Results come in the store's fetch order (by timestamp, then arrival), with
-the later timestamp of the two and the arriving record's key and headers; a null key or value is dropped
-and counted. Column-expression filters, ``assign`` and projections before a side compile (the values they
-make are what the store keeps and the joiner joins). Left and outer joins are not compiled: when their
-unmatched records leave the shared buffer depends on its scan history (Kafka's tracked minimum time).
+Inner joins compile, and left/outer joins whose windows emit unmatched records at once
+(``JoinWindows(eager_null_results=True)``); a left/outer join that buffers its unmatched records does not:
+when a record leaves the shared buffer depends on the buffer's scan history (Kafka's tracked minimum time),
+not on the record alone. Column-expression filters, ``assign`` and projections may come before a side; only
+a sink after the join. The joiner must be ``ks.merge_joiner`` (a lambda is opaque to Spark).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
 
 from kstream_nb.cluster.serdes import JsonSerde, Serde
 from kstream_nb.processor.stream_stateless import PassThrough
 from kstream_nb.processor.stream_stream_join import KStreamKStreamJoinSide
 from kstream_nb.processor.value_joiners import MergeJoiner
 from kstream_nb.runtime.config import StreamsConfig
-from kstream_nb.spark.compiled.codec import VALUE_TYPE, ValueOp, pickle_keys, recode_keys
-from kstream_nb.spark.compiled.ordering import processing_order
 from kstream_nb.spark.compiled.planner import (
     Assign,
-    Branch,
     CompiledPlan,
     ExprFilter,
     NotCompilable,
@@ -41,16 +29,10 @@ from kstream_nb.spark.compiled.planner import (
     _sink,
     _step,
 )
-from kstream_nb.spark.compiled.rows import out_rows, stat_rows, store_rows
-from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
-from kstream_nb.spark.compiled.values import parse_values, value_schema, with_parsed
 from kstream_nb.state.window_store import InMemoryWindowStore
 from kstream_nb.topology.topology import ProcessorSpec, SinkSpec, SourceSpec, SubTopology, Topology
 
-__all__ = ["JoinSide", "StreamJoinPlan", "is_stream_join", "plan_stream_join", "run_stream_join"]
-
-#: a JSON value that orjson reads as None (whitespace around ``null``): live, a null value
-_JSON_NULL = r"^[ \t\n\r]*null[ \t\n\r]*$"
+__all__ = ["JoinSide", "StreamJoinPlan", "is_stream_join", "plan_stream_join"]
 
 
 @dataclass(frozen=True)
@@ -67,11 +49,14 @@ class JoinSide:
     after_ms: int
     #: the stateless steps between the source and the join (their records only reach the join)
     steps: tuple[Step, ...] = ()
+    #: an outer side (left of a left join, both of an outer one): unmatched records joined with None
+    outer: bool = False
 
 
 @dataclass
 class StreamJoinPlan(CompiledPlan):
-    """A sub-topology of two sources joined by a windowed inner join, written to ``sink`` (or nowhere)."""
+    """A sub-topology of two sources joined by a windowed join (inner; left or outer with eager null results),
+    written to ``sink`` (or nowhere)."""
 
     left: JoinSide | None = None
     right: JoinSide | None = None
@@ -81,7 +66,9 @@ class StreamJoinPlan(CompiledPlan):
     sink: Sink | None = None
 
     def describe(self) -> str:
-        return "StreamStreamJoin" + (" -> Sink" if self.sink is not None else "")
+        kind = {(False, False): "", (True, False): "(left)", (True, True): "(outer)"}
+        outer = (self.left is not None and self.left.outer, self.right is not None and self.right.outer)
+        return "StreamStreamJoin" + kind.get(outer, "") + (" -> Sink" if self.sink is not None else "")
 
 
 def is_stream_join(topology: Topology, sources: list[SourceSpec]) -> bool:
@@ -149,9 +136,10 @@ def plan_stream_join(
         name, steps = _side_steps(topology, config, sub, source)
         side = topology.node_specs[name].supplier()  # type: ignore[union-attr]
         assert isinstance(side, KStreamKStreamJoinSide)
-        if side.buffer_store_name is not None or side.outer:
+        if side.buffer_store_name is not None and not side.windows.eager_null_results:
             raise NotCompilable(
-                f"node {name!r}: a left or outer join (unmatched records wait in a buffer): not compiled yet"
+                f"node {name!r}: a left or outer join: when an unmatched record leaves the buffer depends on the "
+                "buffer's scan history (Kafka's tracked minimum time), not on the record alone"
             )
         joiner = side.joiner
         if not isinstance(joiner, MergeJoiner):
@@ -165,7 +153,7 @@ def plan_stream_join(
             raise NotCompilable(f"node {name!r}: joins values whose serde is {type(value_serde).__name__}")
         sides[side.left_side] = JoinSide(
             source.name, source.topics, key_serde, value_serde, side.this_store_name, store.retention_ms,
-            side.before, side.after, tuple(steps),
+            side.before, side.after, tuple(steps), side.outer,
         )  # fmt: skip
         processors.append(side)
         joiners.append(joiner)
@@ -188,237 +176,3 @@ def plan_stream_join(
         sub.id, left.node, left.topics + right.topics, left.key_serde, left.value_serde, left=left, right=right,
         joiner=joiners[0], lookup_ms=processors[0].retention, sink=sink,
     )  # fmt: skip
-
-
-def run_stream_join(
-    plan: StreamJoinPlan,
-    frame: Any,
-    resolve: Callable[[str], str],
-    counts: Mapping[str, int],
-    written: set[str],
-    sink_serdes: Mapping[str, tuple[Serde, Serde]],
-) -> Any:
-    """The stage's output rows (``replay.OUT_DDL``): the join's results, both window stores, the counters."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    left, right, joiner = plan.left, plan.right, plan.joiner
-    assert left is not None and right is not None and joiner is not None
-    topics = {True: [resolve(t) for t in left.topics], False: [resolve(t) for t in right.topics]}
-    ordered = processing_order(frame, topics[True] + topics[False], written).localCheckpoint(eager=True)
-    stats = ordered.groupBy("partition").agg(
-        F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
-    )
-    per_side, ops = [], {}
-    for is_left, side in ((True, left), (False, right)):
-        canonical = _store_keys(side.key_serde, topics[is_left][0])
-        rows = ordered.where(F.col("topic").isin(topics[is_left])).withColumn("left", F.lit(is_left))
-        rows, assigned, ops[is_left] = _stateless(rows, side)
-        rows = rows.withColumn("a_left" if is_left else "a_right", assigned)
-        per_side.append(rows.withColumn("gk", canonical(F.col("key"))))
-    columns = ["partition", "pos", "ts", "key", "value", "headers", "left", "gk", "a_left", "a_right"]
-    for i, other in ((0, "a_right"), (1, "a_left")):  # each side's assigned fields: null on the other side's
-        per_side[i] = per_side[i].withColumn(other, F.lit(None).cast(per_side[1 - i].schema[other].dataType))
-    records = per_side[0].select(*columns).unionByName(per_side[1].select(*columns))
-    null_value = F.col("value").isNull() | F.col("value").cast("string").rlike(_JSON_NULL)
-    valid = F.col("gk").isNotNull() & ~null_value
-    dropped = records.where(~valid).select("partition")
-    earlier = Window.partitionBy("partition").orderBy("pos").rowsBetween(Window.unboundedPreceding, -1)
-    kept = records.where(valid)
-    for is_left, column in ((True, "obs_left"), (False, "obs_right")):
-        kept = kept.withColumn(column, F.max(F.when(F.col("left") == is_left, F.col("ts"))).over(earlier))
-    kept = kept.localCheckpoint(eager=True)
-
-    outputs = [stat_rows(plan.subtopology, stats, [dropped])]
-    for is_left, side in ((True, left), (False, right)):
-        outputs.append(
-            _store(kept.where(F.col("left") == is_left), side, topics[is_left][0], ops[is_left], is_left)
-        )
-    if plan.sink is not None:
-        outputs.append(_results(plan, kept, topics, ops, resolve, counts, sink_serdes))
-    result = outputs[0]
-    for more in outputs[1:]:
-        result = result.unionByName(more)
-    return result
-
-
-def _results(
-    plan: StreamJoinPlan,
-    kept: Any,
-    topics: dict[bool, list[str]],
-    ops: dict[bool, list[ValueOp]],
-    resolve: Callable[[str], str],
-    counts: Mapping[str, int],
-    sink_serdes: Mapping[str, tuple[Serde, Serde]],
-) -> Any:
-    """Each arriving record joined with the other side's earlier records its lookup still finds, in the task's
-    order, then the store's fetch order (timestamp, arrival): the sink's rows."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    left, right, joiner, sink = plan.left, plan.right, plan.joiner, plan.sink
-    assert left is not None and right is not None and joiner is not None and sink is not None
-    t = kept.alias("t")
-    o = kept.select("partition", "gk", "left", "pos", "ts", "value", "a_left", "a_right").alias("o")
-    this_left = F.col("t.left")
-    low = F.greatest(F.lit(0), F.col("t.ts") - F.when(this_left, left.before_ms).otherwise(right.before_ms))
-    high = F.greatest(F.lit(0), F.col("t.ts") + F.when(this_left, left.after_ms).otherwise(right.after_ms))
-    other_time = F.coalesce(F.when(this_left, F.col("t.obs_right")).otherwise(F.col("t.obs_left")), F.lit(-1))
-    condition = (
-        (F.col("t.partition") == F.col("o.partition"))
-        & (F.col("t.gk") == F.col("o.gk"))
-        & (F.col("t.left") != F.col("o.left"))
-        & (F.col("o.pos") < F.col("t.pos"))
-        & F.col("o.ts").between(low, high)
-        & (F.col("o.ts") > other_time - plan.lookup_ms)
-    )
-    joined = t.join(o, condition).select(
-        F.col("t.partition").alias("partition"), F.col("t.pos").alias("pos"), F.col("o.ts").alias("other_ts"),
-        F.col("o.pos").alias("other_pos"), F.greatest(F.col("t.ts"), F.col("o.ts")).alias("ts"),
-        F.col("t.key").alias("key"), F.col("t.headers").alias("headers"), this_left.alias("left"),
-        F.when(this_left, F.col("t.value")).otherwise(F.col("o.value")).alias("left_value"),
-        F.when(this_left, F.col("t.a_left")).otherwise(F.col("o.a_left")).alias("left_assigned"),
-        F.when(this_left, F.col("o.value")).otherwise(F.col("t.value")).alias("right_value"),
-        F.when(this_left, F.col("o.a_right")).otherwise(F.col("t.a_right")).alias("right_assigned"),
-    )  # fmt: skip
-    fetch_order = Window.partitionBy("partition").orderBy("pos", "other_ts", "other_pos")
-    joined = joined.withColumn("jseq", F.row_number().over(fetch_order) - 1)
-    topic = resolve(sink.topic)
-    text = topic in sink_serdes
-    partitions = counts.get(topic, 1)
-    values = _join_values(
-        (left.value_serde, right.value_serde), (topics[True][0], topics[False][0], topic), (ops[True], ops[False]),
-        joiner, sink.value_serde, text,
-    )  # fmt: skip
-    sides = []
-    for is_left, side in ((True, left), (False, right)):
-        keys = recode_keys(side.key_serde, sink.key_serde, (topics[is_left][0], topic), partitions, text)
-        sides.append(joined.where(F.col("left") == is_left).withColumn("k", keys(F.col("key"))))
-    out = sides[0].unionByName(sides[1])
-    sides_values = ("left_value", "left_assigned", "right_value", "right_assigned")
-    out = out.withColumn("val", values(*(F.col(c) for c in sides_values)))
-    return out_rows(out, topic, partitions, F.col("jseq"), "ts")
-
-
-def _store(records: Any, side: JoinSide, topic: str, ops: list[ValueOp], is_left: bool) -> Any:
-    """The side's window store at the end: its records after its stream time minus the store's retention."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    task = Window.partitionBy("partition")
-    entries = records.withColumn("_time", F.max("ts").over(task))
-    entries = entries.where(F.col("ts") > F.col("_time") - side.store_retention_ms)
-    entries = entries.withColumn("pk", pickle_keys(side.key_serde, topic)(F.col("key")))
-    assigned = F.col("a_left" if is_left else "a_right")
-    entries = entries.withColumn("pv", _pickle_values(side.value_serde, topic, ops)(F.col("value"), assigned))
-    entries = entries.withColumn("start", F.col("ts")).withColumn("end", F.col("ts"))
-    return store_rows(entries, side.store, True)
-
-
-def _join_values(
-    decode: tuple[Serde, Serde], topics: tuple[str, str, str], ops: tuple[list[ValueOp], list[ValueOp]],
-    joiner: MergeJoiner, encode: Serde, text: bool,
-) -> Any:  # fmt: skip
-    """A UDF of (left value bytes, its assigned fields, right value bytes, its assigned fields) -> the joiner's
-    value as ``encode`` writes it, its text; each side's value decoded and its stateless ``ops`` replayed."""
-    from pyspark.sql import functions as F
-
-    left_topic, right_topic, target = topics
-
-    def run(lefts: pa.Array, left_fields: pa.Array, rights: pa.Array, right_fields: pa.Array) -> pa.Array:
-        from kstream_nb.spark.replay import to_text
-
-        out_bytes: list[bytes | None] = []
-        out_text: list[str | None] = []
-        pairs = zip(lefts.to_pylist(), left_fields.to_pylist(), rights.to_pylist(), right_fields.to_pylist())
-        for left, left_assigned, right, right_assigned in pairs:
-            value = joiner(
-                _replay(decode[0].deserialize(left_topic, left), ops[0], left_assigned),
-                _replay(decode[1].deserialize(right_topic, right), ops[1], right_assigned),
-            )
-            out_bytes.append(encode.serialize(target, value))
-            out_text.append(to_text(value) if text else None)
-        return pa.StructArray.from_arrays(
-            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
-        )
-
-    return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
-
-
-def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
-    """A UDF of (value bytes, assigned fields) -> (the value as the store holds it, pickled; its JSON text)."""
-    from pyspark.sql import functions as F
-
-    def run(raw: pa.Array, assigned: pa.Array) -> pa.Array:
-        from pyspark import cloudpickle
-
-        from kstream_nb.spark.replay import to_text
-
-        pairs = zip(raw.to_pylist(), assigned.to_pylist())
-        values = [_replay(decode.deserialize(topic, v), ops, fields) for v, fields in pairs]
-        return pa.StructArray.from_arrays(
-            [
-                pa.array([cloudpickle.dumps(v) for v in values], pa.binary()),
-                pa.array([to_text(v) for v in values]),
-            ],
-            names=["bytes", "text"],
-        )
-
-    return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
-
-
-def _stateless(rows: Any, side: JoinSide) -> tuple[Any, Any, list[ValueOp]]:
-    """The side's records through its stateless steps: the records kept, their assigned fields (a struct
-    column) and the operations that rebuild their values (``codec.recode_values``'s)."""
-    from pyspark.sql import functions as F
-
-    if not side.steps:
-        return rows, F.struct(F.lit(None).alias("_none")), []
-    rows = with_parsed(rows)
-    schema = value_schema(rows, Branch(list(side.steps)).fields())
-    fields = ValueFields(schema)
-    rows = apply_stateless(parse_values(rows, schema), list(side.steps), fields)
-    return rows, fields.assigned_struct(), fields.ops
-
-
-def _replay(value: Any, ops: list[ValueOp], fields: dict[str, Any] | None) -> Any:
-    """A decoded value after the stateless operations (assign: fields set from Spark's columns; project: the
-    named fields only), as ``codec.recode_values`` rebuilds values; None stays None."""
-    if value is None:
-        return None
-    for kind, arg in ops:
-        if kind == "assign":
-            value = dict(value)
-            for name, column in arg.items():
-                value[name] = (fields or {})[column]
-        else:
-            value = {name: value.get(name) for name in arg}
-    return value
-
-
-def _store_keys(decode: Serde, topic: str) -> Any:
-    """A UDF of raw key bytes -> bytes equal exactly when the decoded keys are equal as the store's dict keys
-    compare them (``1``, ``1.0`` and ``True`` are one key; ``"1"`` another); null for a null key."""
-    from pyspark.sql import functions as F
-
-    def store_key(key: Any) -> bytes | None:
-        if key is None:
-            return None
-        if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
-            return b"i" + str(int(key)).encode()
-        if isinstance(key, float):
-            return b"f" + repr(key).encode()
-        if isinstance(key, str):
-            return b"s" + key.encode("utf-8", "surrogatepass")
-        from pyspark import cloudpickle
-
-        return b"p" + cloudpickle.dumps(key)
-
-    def run(raw: pa.Array) -> pa.Array:
-        import pyarrow.compute as pc
-
-        distinct = pc.unique(raw)
-        keys = [None if k is None else store_key(decode.deserialize(topic, k)) for k in distinct.to_pylist()]
-        return pc.take(pa.array(keys, pa.binary()), pc.index_in(raw, value_set=distinct))
-
-    return F.arrow_udf(run, "binary")  # type: ignore[call-overload]

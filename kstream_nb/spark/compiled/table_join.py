@@ -20,7 +20,7 @@ import pyarrow as pa
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.processor.value_joiners import MergeJoiner
-from kstream_nb.spark.compiled.codec import _scalar, encode_objects, pickle_keys, recode_keys, recode_values
+from kstream_nb.spark.compiled.codec import VALUE_TYPE, _scalar, encode_objects, recode_values
 from kstream_nb.spark.compiled.emit import StageContext
 from kstream_nb.spark.compiled.planner import NotCompilable, Table, TableJoin
 from kstream_nb.spark.compiled.rekey import NEW_KEY
@@ -34,7 +34,7 @@ DICT, NONE, OTHER, BAD = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class TableRecords:
-    """A table's records as its store takes them (``_tk``: the key's bytes in the store's key serde), and how
+    """A table's records as its store takes them (``_tk``: its key as the store finds it, ``lookup_keys``), and how
     its values and keys are read."""
 
     frame: Any
@@ -91,23 +91,24 @@ def table_rows(
         raise NotCompilable(f"node {step.node!r}: a table of re-keyed or assigned records is not compiled")
     plan, topic = ctx.plan, ctx.source_topic
     keys = plan.key_serde if step.store is None else store_key_serde(ctx, step.store)
-    # ``_tk``: the key as the store's serde writes it; null when the key (or what its serde reads) is None
-    frame = frame.withColumn(
-        "_tk", recode_keys(plan.key_serde, keys, (topic, topic), 1, False)(F.col("key"))["bytes"]
-    )
+    frame = frame.withColumn("_sk", lookup_keys(plan.key_serde, keys, topic)(F.col("key")))
+    frame = frame.withColumn("_tk", F.col("_sk.tk"))  # null when the key (or what its serde reads) is None
     drops = []
     if step.source:
         drops.append(frame.where(F.col("_tk").isNull()).select("partition"))
         frame = frame.where(F.col("_tk").isNotNull())
     if step.store is None:
         return frame, drops, []
+    mixed = frame.groupBy("partition", "_tk").agg(F.count_distinct("_sk.bytes").alias("n")).where("n > 1")
+    if mixed.limit(1).count():  # the store's dict keeps the key object it took first: not followed here
+        raise NotCompilable(f"node {step.node!r}: keys of one entry read as different values (1, 1.0, true)")
     last = Window.partitionBy("partition", "_tk").orderBy(F.col("pos").desc())
     kept = frame.withColumn("_last", F.row_number().over(last)).where(
         (F.col("_last") == 1) & (F.col("_kind") != NONE)
     )
     serde = plan.value_serde
     values = encode_objects(lambda row: serde.deserialize(topic, row["raw"]), None, step.store, True)
-    kept = kept.withColumn("pk", pickle_keys(keys, topic)(F.col("_tk")))
+    kept = kept.withColumn("pk", F.struct(F.col("_sk.bytes").alias("bytes"), F.col("_sk.text").alias("text")))
     kept = kept.withColumn("pv", values(F.struct(F.col("value").alias("raw"))))
     return frame, drops, [store_rows(kept, step.store, False)]
 
@@ -123,8 +124,8 @@ def join_rows(
     if NEW_KEY in frame.columns:
         raise NotCompilable(f"node {step.node!r}: a join of re-keyed records is not compiled")
     plan, topic = ctx.plan, ctx.source_topic
-    keys = recode_keys(plan.key_serde, table.store_keys, (topic, topic), 1, False)
-    frame = frame.withColumn("_tk", keys(F.col("key"))["bytes"])  # null: no key to look up
+    keys = lookup_keys(plan.key_serde, table.store_keys, topic)
+    frame = frame.withColumn("_tk", keys(F.col("key"))["tk"])  # null: no key to look up
     valid = F.col("_kind") != NONE
     if not step.left:
         valid = valid & F.col("_tk").isNotNull()
@@ -165,3 +166,44 @@ def _merge(joiner: MergeJoiner, left: Serde, right: Serde, topics: tuple[str, st
         return pa.array(out, pa.binary())
 
     return _scalar(run, "binary")
+
+
+def lookup_keys(decode: Serde, store: Serde, topic: str) -> Any:
+    """A UDF of raw key bytes -> the key as a store with key serde ``store`` holds it (``canonical_key``):
+    pickled (``bytes``) with its JSON ``text``, and ``tk``: bytes equal exactly when two keys are one entry
+    of the store's dict (``1``, ``1.0`` and ``True`` are one; ``"1"`` another); all null for a null key."""
+    canonical = store.canonical_key()
+
+    def entry(key: Any) -> bytes:
+        if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
+            return b"i" + str(int(key)).encode()
+        if isinstance(key, float):
+            return b"f" + repr(key).encode()
+        if isinstance(key, str):
+            return b"s" + key.encode("utf-8", "surrogatepass")
+        from pyspark import cloudpickle
+
+        return b"p" + cloudpickle.dumps(key)
+
+    def run(raw: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+        from pyspark import cloudpickle
+
+        from kstream_nb.spark.replay import to_text
+
+        distinct = pc.unique(raw)
+        pickled, texts, entries = [], [], []
+        for data in distinct.to_pylist():
+            key = None if data is None else decode.deserialize(topic, data)
+            if key is not None and canonical is not None:
+                key = canonical(key)
+            pickled.append(None if key is None else cloudpickle.dumps(key))
+            texts.append(to_text(key))
+            entries.append(None if key is None else entry(key))
+        out = pa.StructArray.from_arrays(
+            [pa.array(pickled, pa.binary()), pa.array(texts, pa.string()), pa.array(entries, pa.binary())],
+            names=["bytes", "text", "tk"],
+        )
+        return pc.take(out, pc.index_in(raw, value_set=distinct))
+
+    return _scalar(run, VALUE_TYPE + ", tk binary")

@@ -30,8 +30,10 @@ from kstream_nb.spark.compiled.planner import (
     NotCompilable,
     Sink,
     Step,
+    Suppress,
     Table,
     TableJoin,
+    ToStream,
     _callable_name,
     plan_source,
 )
@@ -159,6 +161,8 @@ def plan_table_join(
                 f"node {join.node!r}: its table is not read from another source of the sub-topology"
             )
         _need_json(table.value_serde, join.node)
+    for suppress in (s for p in plans for b in p.branches for s in b.steps if isinstance(s, Suppress)):
+        raise NotCompilable(f"node {suppress.node!r}: suppress in a sub-topology with tables is not compiled")
     sinks = [b.sink.topic for p in plans for b in p.branches if b.sink is not None]
     if len(set(sinks)) < len(sinks):
         raise NotCompilable("several sinks write one topic (their null keys share a round robin live)")
@@ -284,3 +288,5 @@ class _Run:
             elif isinstance(step, Sink):
                 seq = F.col("pos") * self.count + index
                 self.outputs.append(_stateless_out(ctx, frame, step, fields, seq))
+            elif not isinstance(step, ToStream):
+                raise NotCompilable(f"node {step.node!r}: {type(step).__name__} is not compiled with a table")

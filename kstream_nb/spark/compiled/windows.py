@@ -88,12 +88,14 @@ def closed_windows(updates: Any, records: Any, step: Aggregate) -> Any:
             F.lit(None).cast("binary").alias("gk"), F.lit(None).cast("long").alias("start"),
         )
     )  # fmt: skip
+    # the nearest record at or after each event: the last one before it in the reverse order (a running
+    # frame; Spark recomputes a frame reaching to the partition's end for every row)
     after = (
-        Window.partitionBy("partition").orderBy("_at", "_kind", "_pos").rowsBetween(0, Window.unboundedFollowing)
+        Window.partitionBy("partition")
+        .orderBy(F.col("_at").desc(), F.col("_kind").desc(), F.col("_pos").desc_nulls_last())
+        .rowsBetween(Window.unboundedPreceding, 0)
     )
-    events = events.withColumn("emit_pos", F.first("_pos", ignorenulls=True).over(after)).where(
-        F.col("_kind") == 0
-    )
+    events = events.withColumn("emit_pos", F.last("_pos", ignorenulls=True).over(after)).where(F.col("_kind") == 0)
     emitted = final.join(events.select("partition", "gk", "start", "emit_pos"), ["partition", "gk", "start"])
     emitted = emitted.where(F.col("emit_pos").isNotNull()).drop("headers")
     emitted = emitted.join(closers.withColumnRenamed("pos", "emit_pos"), ["partition", "emit_pos"]).where(
