@@ -6,16 +6,18 @@ Query (one the compiled path translates: a column-expression filter and a built-
 keyed by item, value {"user", "item", "amount"} ->
 ``s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"))`` -> ``to_stream().to("totals")``, with
 ``statestore_cache_max_bytes=0`` (every update is emitted, as the compiled path does: a record cache would
-decide which updates leave). N records go to a fresh ``memory://`` topic of ``--partitions`` partitions
-(not timed). Timed, each over the same records:
+decide which updates leave). N records go to a fresh ``memory://`` topic of ``--partitions`` partitions, and
+from there to a Parquet archive (``export_topic``; timed, printed, not part of the rates): a history of that
+size is read from an archive or a broker, and every Spark engine reads the same archive. Timed, each over the
+same records:
 
 - driver: a ``TopologyTestDriver`` fed the serialized records one by one (``pipe_raw``), one process, over
   the first ``--driver-n`` records (default all);
 - live: ``KafkaStreams`` with one stream thread from ``start()`` until every update is on "totals", minus
   the same for 10 records (startup): the live engine's steady per-core rate;
-- replay / compiled: ``ks.backtest(engine=...)`` end to end (snapshot of the topic to Parquet, the stage, the
-  outputs counted), after a warm-up backtest; "n/a" when the installed ``backtest`` has no such engine;
-- spark-sql: the query written by hand with DataFrame functions over the same snapshot (``from_json``, filter,
+- replay / compiled: ``ks.backtest(engine=..., archives=...)`` end to end (the stage, the outputs and stores
+  counted), after a warm-up backtest; "n/a" when the installed ``backtest`` has no such engine;
+- spark-sql: the query written by hand with DataFrame functions over the same archive (``from_json``, filter,
   a running ``sum`` per key over a window ordered by partition and offset, ``to_json``), written to the
   ``noop`` sink: the ceiling for this query on this Spark session.
 
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import shutil
+import tempfile
 import time
 import uuid
 from typing import Any
@@ -37,20 +41,31 @@ import numpy as np
 import kstream_nb as ks
 from kstream_nb.cluster.connection import connect
 from kstream_nb.cluster.memory import reset_cluster
+from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.spark import backtest, spark_session
 
 CONFIG: dict[str, Any] = {"statestore_cache_max_bytes": 0}
+#: "running" (every update of a per-key sum) or "windowed" (per-key sums of 1-minute windows, emitted on close)
+QUERY = "running"
+WINDOW_MS, GRACE_MS = 60_000, 10_000
 
 
 def build_topology() -> ks.Topology:
     b = ks.StreamsBuilder()
     s = b.stream("events")
-    s[s["amount"] > 5].group_by_key().agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
+    grouped = s[s["amount"] > 5].group_by_key()
+    if QUERY == "windowed":
+        windows = ks.TimeWindows.of(WINDOW_MS).grace(GRACE_MS)
+        table = grouped.windowed_by(windows).emit_strategy("on_window_close")
+        table.agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
+    else:
+        grouped.agg(total=("amount", "sum"), store="totals").to_stream().to("totals")
     return b.build()
 
 
 def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> int:
-    """Produces ``n`` events; returns how many updates the query emits (the recount: amount > 5)."""
+    """Produces ``n`` events; returns how many records the query writes, recounted with numpy: the records
+    with amount > 5 (running), or the windows of those closed by their partition's last one (windowed)."""
     rng = np.random.default_rng(seed)
     users = rng.integers(0, 10_000, n)
     items = rng.integers(0, 1_000, n)
@@ -63,7 +78,16 @@ def produce_events(url: str, n: int, partitions: int, seed: int = 0) -> int:
     start_ms = int(time.time() * 1000) - 3_600_000
     ks.produce("events", records, bootstrap_servers=url, partitions=partitions, timestamps=start_ms)
     ks.produce("totals", [], bootstrap_servers=url, partitions=partitions)
-    return int((amounts > 5).sum())
+    kept = amounts > 5
+    if QUERY != "windowed":
+        return int(kept.sum())
+    key_partition = np.array([default_partition(f"item-{i}".encode(), partitions) for i in range(1_000)])
+    parts, ts, item = key_partition[items][kept], (start_ms + np.arange(n))[kept], items[kept]
+    stream_time = np.full(partitions, -1)
+    np.maximum.at(stream_time, parts, ts)
+    starts = ts - ts % WINDOW_MS
+    closed = starts + WINDOW_MS <= stream_time[parts] - GRACE_MS
+    return len(set(zip(item[closed].tolist(), starts[closed].tolist())))
 
 
 def time_driver(url: str, limit: int) -> tuple[float, int]:
@@ -113,36 +137,52 @@ def time_live(n: int, partitions: int) -> float:
     return n / (run(n) - startup)
 
 
-def time_backtest(spark: Any, url: str, engine: str) -> tuple[float, int]:
+def time_backtest(spark: Any, url: str, archive: str, engine: str) -> tuple[float, int]:
     """Seconds of one backtest end to end and the updates it wrote to "totals"."""
     start = time.perf_counter()
     extra = {} if engine == "default" else {"engine": engine}
-    result = backtest(build_topology(), spark, bootstrap_servers=url, **extra, **CONFIG)
+    archives = {"events": archive}
+    result = backtest(build_topology(), spark, bootstrap_servers=url, archives=archives, **extra, **CONFIG)
     outputs = result.outputs["totals"].count()
     result.stores["totals"].count()
     return time.perf_counter() - start, outputs
 
 
-def time_sql(spark: Any, url: str) -> tuple[float, int]:
-    """The query by hand in Spark SQL over the same snapshot: seconds and updates written (``noop`` sink)."""
+def time_sql(spark: Any, archive: str) -> tuple[float, int]:
+    """The query by hand in Spark SQL over the same archive: seconds and updates written (``noop`` sink)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from kstream_nb.spark.source import read_topic
+    from kstream_nb.spark.source import read_history
 
     start = time.perf_counter()
-    events = read_topic(spark, "events", bootstrap_servers=url)
+    events = read_history(spark, "events", path=archive)
     value = F.from_json(F.col("value").cast("string"), "user string, item string, amount long")
-    running = Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
-    updates = (
-        events.select("partition", "offset", "timestamp", "key", value.alias("v"))
-        .where(F.col("v.amount") > 5)
-        .select(
+    kept = events.select("partition", "offset", "timestamp", "key", value.alias("v")).where(F.col("v.amount") > 5)
+    if QUERY == "windowed":
+        # the late-drop rule's stream time: the running max per partition; a window goes out once closed
+        ts = F.expr("unix_millis(timestamp)")
+        observed = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+        last = Window.partitionBy("partition")
+        windowed = kept.select(
+            "partition", "key", "v", ts.alias("ts"), (ts - ts % WINDOW_MS).alias("start"),
+            F.max(ts).over(observed).alias("observed"), F.max(ts).over(last).alias("final"),
+        ).where(F.col("start") + WINDOW_MS > F.col("observed") - GRACE_MS)  # fmt: skip
+        updates = (
+            windowed.groupBy("partition", "key", "start")
+            .agg(F.sum("v.amount").alias("total"), F.max("ts").alias("ts"), F.max("final").alias("final"))
+            .where(F.col("start") + WINDOW_MS <= F.col("final") - GRACE_MS)
+            .select("key", F.to_json(F.struct("total")).cast("binary").alias("value"), "ts")
+        )
+    else:
+        running = (
+            Window.partitionBy("key").orderBy("partition", "offset").rowsBetween(Window.unboundedPreceding, 0)
+        )
+        updates = kept.select(
             "key",
             F.to_json(F.struct(F.sum("v.amount").over(running).alias("total"))).cast("binary").alias("value"),
             F.max("timestamp").over(running).alias("timestamp"),
         )
-    )
     updates.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - start
     return seconds, int(updates.count())  # counted after the timing (a second pass)
@@ -160,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--skip", default="", help="comma-separated engines not to run (driver,live,...)")
+    parser.add_argument("--query", choices=["running", "windowed"], default="running")
     args = parser.parse_args(argv)
+    global QUERY
+    QUERY = args.query
     skip = set(filter(None, args.skip.split(",")))
     masters = [m for m in args.masters.split(",") if m]
     url = f"memory://bench-{uuid.uuid4().hex[:6]}"
@@ -168,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     expected = produce_events(url, args.n, args.partitions)
     print(f"produced {args.n:,} records ({args.partitions} partitions, {expected:,} updates expected) "
           f"in {time.perf_counter() - t0:.1f}s", flush=True)  # fmt: skip
+    workdir = tempfile.mkdtemp(prefix="bench-backtest-")
+    t0 = time.perf_counter()
+    archive = str(ks.export_topic("events", f"{workdir}/events", bootstrap_servers=url))
+    print(f"exported to a Parquet archive in {time.perf_counter() - t0:.1f}s (not part of the rates)", flush=True)
     rows: list[tuple[str, str, int, float | None]] = []  # engine, master, records, seconds (None: n/a)
     if "driver" not in skip:
         seconds, n = time_driver(url, min(args.n, args.driver_n or args.n))
@@ -184,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session(master, config={"spark.driver.memory": "4g"})
         warm = f"memory://bench-warm-{uuid.uuid4().hex[:6]}"
         produce_events(warm, 2_000, args.partitions)
+        warm_path = f"{workdir}/warm-{uuid.uuid4().hex[:6]}"
+        warm_archive = str(ks.export_topic("events", warm_path, bootstrap_servers=warm))
         for engine in ("replay", "compiled"):
             if engine not in skip and available[engine]:
-                time_backtest(spark, warm, engine if available["compiled"] else "default")
-        time_sql(spark, warm)
+                time_backtest(spark, warm, warm_archive, engine if available["compiled"] else "default")
+        time_sql(spark, warm_archive)
         reset_cluster(warm)
         for engine in ("replay", "compiled", "spark-sql"):
             if engine in skip:
@@ -197,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{engine} on {master}: n/a (ks.backtest has no engine={engine!r})", flush=True)
                 continue
             if engine == "spark-sql":
-                seconds, updates = time_sql(spark, url)
+                seconds, updates = time_sql(spark, archive)
             else:
-                seconds, updates = time_backtest(spark, url, engine if available["compiled"] else "default")
+                seconds, updates = time_backtest(
+                    spark, url, archive, engine if available["compiled"] else "default"
+                )
             assert updates == expected, f"{engine} wrote {updates:,} updates, the recount is {expected:,}"
             rows.append((engine, master, args.n, seconds))
             if engine == "spark-sql":
@@ -207,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{engine} on {master}: {seconds:.1f}s ({args.n / seconds:,.0f}/s)", flush=True)
         spark.stop()
     reset_cluster(url)
+    shutil.rmtree(workdir, ignore_errors=True)
     print()
     print(f"{'engine':<40} {'where':>10} {'records':>10} {'seconds':>8} {'records/s':>10} {'x sql':>6} "
           f"{'/core x live':>12}")  # fmt: skip

@@ -21,8 +21,9 @@ _NUMERIC = ("bigint", "double")
 
 def running_aggregates(frame: Any, step: Aggregate, fields: ValueFields, by: list[str]) -> Any:
     """``frame`` (kept records, with ``gk``: the key's store bytes, ``pos``, ``ts``, the value's ``fields``)
-    with ``agg`` (a struct of the running aggregate's parts) and ``agg_ts`` (the result's timestamp), each
-    aggregate over the rows of one ``by`` group (task and key; and window start) in task order."""
+    with ``agg`` (a struct of the running aggregate's parts), ``agg_ts`` (the result's timestamp) and ``final``
+    (the group's last update), each aggregate over the rows of one ``by`` group (task and key; and window
+    start) in task order."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -45,7 +46,10 @@ def running_aggregates(frame: Any, step: Aggregate, fields: ValueFields, by: lis
                 parts.append(
                     (F.first if fn == "first" else F.last)(x, ignorenulls=True).over(running).alias(f"s{i}")
                 )
-    return frame.withColumn("agg", F.struct(*parts)).withColumn("agg_ts", F.max("ts").over(running))
+    # the group's last update (what the store keeps): same partitioning and sort as the running window
+    final = F.col("pos") == F.max("pos").over(Window.partitionBy(*by))
+    return frame.select("*", F.struct(*parts).alias("agg"), F.max("ts").over(running).alias("agg_ts"),
+                        final.alias("final"))  # fmt: skip
 
 
 def state_builder(step: Aggregate) -> Callable[[dict[str, Any]], Any]:

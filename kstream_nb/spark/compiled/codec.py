@@ -9,7 +9,7 @@ the assignments Spark computed, encode). The values' fields themselves are compu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -128,6 +128,35 @@ def pickle_keys(decode: Serde, topic: str) -> Any:
         )
 
     return _scalar(run, VALUE_TYPE)
+
+
+#: above this many distinct keys, the key UDFs run per record in Spark instead of once per key in the driver
+DRIVER_KEYS = 200_000
+
+
+def with_key_codecs(frame: Any, codecs: Mapping[str, tuple[Any, str | None]]) -> Any:
+    """``frame`` (rows with non-null keys) with one column per codec: name -> (a key UDF of this module, the
+    field of its result to keep, or None for all of it), applied to ``key``.
+
+    An aggregation's records outnumber its keys: when there are at most ``DRIVER_KEYS`` distinct keys, the
+    codecs run once per key, in the driver, and the table of their results is broadcast to the records."""
+    from pyspark.sql import functions as F
+
+    keys = [row[0] for row in frame.select("key").distinct().limit(DRIVER_KEYS + 1).collect()]
+    if len(keys) > DRIVER_KEYS:
+        applied = [_field(udf(F.col("key")), part).alias(name) for name, (udf, part) in codecs.items()]
+        return frame.select("*", *applied)
+    raw = pa.array(keys, pa.binary())
+    columns = {"key": raw}
+    for name, (udf, part) in codecs.items():
+        result = udf.func(raw)
+        columns[name] = result if part is None else result.field(part)
+    table = frame.sparkSession.createDataFrame(pa.Table.from_pydict(columns))
+    return frame.join(F.broadcast(table), "key")
+
+
+def _field(column: Any, part: str | None) -> Any:
+    return column if part is None else column[part]
 
 
 def _scalar(fn: Callable[..., Any], ddl: str) -> Any:

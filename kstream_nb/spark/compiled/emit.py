@@ -12,7 +12,13 @@ from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import JsonSerde, Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark.compiled.aggregate import json_in_spark, result_builder, running_aggregates, state_builder
-from kstream_nb.spark.compiled.codec import encode_objects, pickle_keys, recode_keys, recode_windowed_keys
+from kstream_nb.spark.compiled.codec import (
+    encode_objects,
+    pickle_keys,
+    recode_keys,
+    recode_windowed_keys,
+    with_key_codecs,
+)
 from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish, Suppress
 from kstream_nb.spark.compiled.rows import out_rows, store_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
@@ -47,45 +53,56 @@ def aggregate_rows(
     spec = getattr(builder, "key_serde", None)
     store_keys = serde_from(spec) if spec is not None else ctx.config.default_key_serde
     grouped = recode_keys(plan.key_serde, store_keys, (ctx.source_topic, ctx.source_topic), 1, False)
+    codecs: dict[str, tuple[Any, str | None]] = {"gk": (grouped, "bytes")}
+    sink = branch.sink
+    if sink is not None and step.windows is None:
+        topic = ctx.resolve(sink.topic)
+        keys = recode_keys(
+            plan.key_serde, sink.key_serde, (ctx.source_topic, topic), ctx.counts.get(topic, 1),
+            topic in ctx.sink_serdes,
+        )  # fmt: skip
+        codecs["k"] = (keys, None)
+    if stores_too:
+        codecs["pk"] = (pickle_keys(plan.key_serde, ctx.source_topic), None)
     if step.windows is None:
         valid = F.col("key").isNotNull() & F.col("value").isNotNull()
         dropped = records.where(~valid).select("partition")
-        records = records.where(valid).withColumn("gk", grouped(F.col("key"))["bytes"])
+        records = with_key_codecs(records.where(valid), codecs)
         updates = running_aggregates(records, step, fields, ["partition", "gk"])
         seq = F.col("pos") * len(plan.branches) + index
     else:
-        null_keys = records.where(F.col("key").isNull()).select("partition")
         null_keys = records.where(F.col("key").isNull()).select("partition")
         records = records.where(F.col("key").isNotNull())
         if step.specs is not None:  # live, the named aggregator fails on a null value
             error = F.raise_error(F.lit(f"agg needs dict values, got None (node {step.node!r})"))
             records = records.where(F.when(F.col("value").isNull(), error).otherwise(F.lit(True)))
-        windowed = assign_windows(records.withColumn("gk", grouped(F.col("key"))["bytes"]), step)
+        windowed = assign_windows(with_key_codecs(records, codecs), step)
         dropped = null_keys.unionByName(windowed.where(F.col("late")).select("partition"))
         updates = running_aggregates(windowed.where(~F.col("late")), step, fields, ["partition", "gk", "start"])
         per_record = windows_per_record(step)
         seq = (F.col("pos") * len(plan.branches) + index) * per_record + F.col("widx")
+    window_columns = ["start", "end"] if step.windows is not None else []
+    updates = updates.select(
+        "partition", "key", *codecs, "pos", "headers", "agg", "agg_ts", "final", seq.alias("seq"), *window_columns
+    )
     suppress = next((s for s in branch.steps if isinstance(s, Suppress)), None)
     if stores_too and (branch.sink is not None or step.emit_final or suppress is not None):
-        updates = updates.localCheckpoint(eager=True)  # read again for the stores
+        updates = updates.localCheckpoint(eager=True)  # computed once: read for the sink and for the stores
     finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     sent = updates
     if step.emit_final:
         sent = closed_windows(updates, windowed, step)
-        seq = F.col("seq")
     if suppress is not None:  # each window's final update, released by suppress (``suppress``)
         final = suppressed_windows(with_previous(updates), windowed, step, plan.key_serde, ctx.source_topic)
-        sent, seq = final.where(F.col("emit_pos").isNotNull()), F.col("seq")
+        sent = final.where(F.col("emit_pos").isNotNull())
     result: list[Any] = []
-    sink = branch.sink
     if sink is not None:
         topic = ctx.resolve(sink.topic)
         text = topic in ctx.sink_serdes
         partitions = ctx.counts.get(topic, 1)
         values = encode_objects(result_builder(step, finish is not None), sink.value_serde, topic, text)
         if step.windows is None:
-            keys = recode_keys(plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, text)
-            out = sent.withColumn("k", keys(F.col("key")))
+            out = sent
         else:
             keys = recode_windowed_keys(
                 plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, sink.partitioner, text
@@ -97,7 +114,7 @@ def aggregate_rows(
         else:
             text_column = fast.cast("string") if text else F.lit(None).cast("string")
             out = out.withColumn("val", F.struct(fast.alias("bytes"), text_column.alias("text")))
-        result.append(out_rows(out, topic, partitions, seq, "agg_ts"))
+        result.append(out_rows(out, topic, partitions, F.col("seq"), "agg_ts", null_keys=False))
     if stores_too:
         result.extend(_store_entries(ctx, step, finish, updates, updates if suppress is not None else sent))
         if suppress is not None:
@@ -112,32 +129,18 @@ def _store_entries(
     from pyspark.sql import functions as F
 
     plan = ctx.plan
-    keys = pickle_keys(plan.key_serde, ctx.source_topic)
     state = encode_objects(state_builder(step), None, step.store, True)
-    by = ["partition", "gk"] if step.windows is None else ["partition", "gk", "start"]
     if step.windows is None:
-        kept = _last(updates, by)
+        kept = updates.where(F.col("final"))
     else:
         kept = store_visible(updates, step)
-    result = [store_rows(kept.withColumn("pk", keys(F.col("key"))).withColumn("pv", state(F.col("agg"))),
-                         step.store, step.windows is not None)]  # fmt: skip
+    result = [store_rows(kept.withColumn("pv", state(F.col("agg"))), step.store, step.windows is not None)]
     if finish is not None and finish.store is not None:
-        finished = _last(sent, by).withColumn(
+        finished = sent.where(F.col("final")).withColumn(
             "pv", encode_objects(result_builder(step, True), None, finish.store, True)(F.col("agg"))
         )
-        if step.windows is None:
-            finished = finished.withColumn("pk", keys(F.col("key")))
-        else:
+        if step.windows is not None:
             windowed = recode_windowed_keys(plan.key_serde, None, (ctx.source_topic, ""), 1, None, True)
             finished = finished.withColumn("pk", windowed(F.col("key"), F.col("start"), F.col("end")))
         result.append(store_rows(finished, finish.store, False))
     return result
-
-
-def _last(rows: Any, by: list[str]) -> Any:
-    """The last row (in task order) of each ``by`` group."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    last = Window.partitionBy(*by).orderBy(F.col("pos").desc())
-    return rows.withColumn("_last", F.row_number().over(last)).where(F.col("_last") == 1).drop("_last")

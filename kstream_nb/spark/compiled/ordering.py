@@ -14,13 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 
+def in_offset_order(topics: list[str], written: set[str]) -> bool:
+    """Whether a task's order is its one user topic's offsets (nothing to sort)."""
+    return len(topics) == 1 and not written & set(topics)
+
+
 def processing_order(frame: Any, topics: list[str], written: set[str]) -> Any:
     """``frame`` (rows of ``replay.IN_COLUMNS``, one task per ``partition``) with ``pos``: 0, 1, ... in the
     order the task processes its records (a task reading one user topic: its offsets)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if len(topics) == 1 and not written & set(topics):
+    if in_offset_order(topics, written):
         return frame.withColumn("pos", F.col("offset"))
     ranked = sorted(topics, key=lambda t: (t in written, t))
     rank = F.lit(len(ranked))

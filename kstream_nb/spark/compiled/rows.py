@@ -9,14 +9,17 @@ from typing import Any
 HEADERS = "array<struct<key:string,value:binary>>"
 
 
-def out_rows(out: Any, topic: str, partitions: int, seq: Any, ts: str) -> Any:
+def out_rows(out: Any, topic: str, partitions: int, seq: Any, ts: str, null_keys: bool = True) -> Any:
     """Sink rows from ``k`` (key bytes, partition, text) and ``val`` (value bytes, text): a null key's
-    partition goes round robin per task, in the task's order (the producer's sticky choice, per task)."""
+    partition goes round robin per task, in the task's order (the producer's sticky choice, per task).
+    ``null_keys`` False: the rows have keys (an aggregation's), and no round robin is computed."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    null_keys = Window.partitionBy("partition", F.col("k.bytes").isNull()).orderBy(seq)
-    partition = F.coalesce(F.col("k.partition"), ((F.row_number().over(null_keys) - 1) % partitions).cast("int"))
+    partition = F.col("k.partition")
+    if null_keys:
+        in_order = Window.partitionBy("partition", F.col("k.bytes").isNull()).orderBy(seq)
+        partition = F.coalesce(partition, ((F.row_number().over(in_order) - 1) % partitions).cast("int"))
     return out.select(
         F.lit("out").alias("kind"), F.lit(topic).alias("topic"), partition.alias("partition"),
         F.col("partition").cast("int").alias("task"), seq.cast("long").alias("seq"),

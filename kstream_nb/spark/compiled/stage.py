@@ -15,14 +15,14 @@ from kstream_nb.cluster.serdes import Serde
 from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark.compiled.codec import recode_values
 from kstream_nb.spark.compiled.emit import StageContext, aggregate_rows
-from kstream_nb.spark.compiled.ordering import processing_order
+from kstream_nb.spark.compiled.ordering import in_offset_order, processing_order
 from kstream_nb.spark.compiled.planner import STATELESS, Branch, CompiledPlan, DropNullKeys, Sink
 from kstream_nb.spark.compiled.rekey import apply_steps, sink_keys
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
 from kstream_nb.spark.compiled.stream_join import StreamJoinPlan
 from kstream_nb.spark.compiled.stream_join_run import run_stream_join
-from kstream_nb.spark.compiled.values import parse_values, value_schema, with_parsed
+from kstream_nb.spark.compiled.values import parse_values, value_schema
 from kstream_nb.topology.topology import Topology
 
 
@@ -50,9 +50,10 @@ def run_compiled(
     topics = [resolve(t) for t in plan.source_topics]
     ctx = StageContext(plan, topology, config, resolve, counts, sink_serdes, topics[0])
     reads = any(_reads_values(b) for b in plan.branches)
-    # every branch, store and counter reads the task-ordered records (values parsed once): computed once
-    ordered = processing_order(with_parsed(frame) if reads else frame, topics, written).localCheckpoint(eager=True)
-    schema = value_schema(ordered, plan.fields()) if reads else {}
+    schema = value_schema(frame, plan.fields()) if reads else {}
+    ordered = processing_order(frame, topics, written)
+    if not in_offset_order(topics, written):
+        ordered = ordered.localCheckpoint(eager=True)  # every branch, store and counter reads this order
     stats = ordered.groupBy("partition").agg(
         F.count(F.lit(1)).alias("processed"), F.max("ts").alias("stream_time")
     )

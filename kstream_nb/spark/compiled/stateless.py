@@ -53,7 +53,9 @@ class ValueFields:
             kind = result_type(expr, self.dtype)
             if kind is None:
                 raise NotCompilable(f"assign({name}=...): the type of its values depends on the record ({expr!r})")
-            frame = frame.withColumn(column, to_spark(expr, self.F, self.column, self.dtype))
+            # live, ``assign`` leaves a null value null: its fields read as null downstream
+            value = to_spark(expr, self.F, self.column, self.dtype)
+            frame = frame.withColumn(column, self.F.when(self.F.col("value").isNotNull(), value))
             self.assigned[name] = column
             self.types[name] = kind
             mapping[name] = column

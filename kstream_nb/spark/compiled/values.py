@@ -1,7 +1,9 @@
 """JSON values as Spark structs with the types the runtime's ``orjson.loads`` gives their fields.
 
-One pass over the stage's values finds each read field's JSON type (``schema_of_variant`` of the parsed
-value): integers read as ``bigint``, numbers with a fraction or exponent as ``double``, strings, booleans.
+One pass over the stage's values finds each read field's JSON type (``schema_of_variant`` of the value
+parsed as a variant): integers read as ``bigint``, numbers with a fraction or exponent as ``double``, strings,
+booleans. The stage then parses the values once more with ``from_json`` and that schema, which reads only the
+fields it names and, the types being checked, gives exactly the values the check saw.
 Data the compiled path cannot read as the runtime does takes the replay path, naming the field and the
 reason: invalid JSON (the deserialization handler decides live), non-object values, a field that mixes
 types (ints and floats keep their own type in Python), nested objects or lists, integers beyond 64 bits.
@@ -18,18 +20,19 @@ _INTEGERS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 
 
 def with_parsed(frame: Any) -> Any:
-    """``frame`` with ``_pv``: its JSON values parsed once, as variants (null for a null or invalid value)."""
+    """``frame`` with ``_pv``: its JSON values parsed as variants, for ``value_schema`` to read (null for a
+    null or invalid value); worth it when the frame is read again (checkpointed) for other reasons."""
     from pyspark.sql import functions as F
 
     return frame.withColumn("_pv", F.try_parse_json(F.col("value").cast("string")))
 
 
 def value_schema(frame: Any, fields: set[str]) -> dict[str, str]:
-    """Spark type per field of the values of ``frame`` (``value``: binary JSON, ``_pv``: ``with_parsed``);
-    fields never set (always missing or null) read as ``string`` nulls."""
+    """Spark type per field of the values of ``frame`` (``value``: binary JSON; ``_pv``, if there, the values
+    parsed by ``with_parsed``); fields never set (always missing or null) read as ``string`` nulls."""
     from pyspark.sql import functions as F
 
-    parsed = F.col("_pv")
+    parsed = F.col("_pv") if "_pv" in frame.columns else F.try_parse_json(F.col("value").cast("string"))
     checks = [
         F.sum(F.when(F.col("value").isNotNull() & parsed.isNull(), 1).otherwise(0)).alias("_invalid"),
         F.sum(
@@ -77,10 +80,13 @@ def _path(name: str) -> str:
 
 
 def parse_values(frame: Any, schema: dict[str, str]) -> Any:
-    """``frame`` (with ``_pv``) with ``v``: the value as a struct of the read fields (null for a null value)."""
+    """``frame`` with ``v``: the value as a struct of the read fields (null for a null value)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     if not schema:
         return frame.withColumn("v", F.lit(None).cast("struct<_none:string>"))
-    fields = [F.variant_get(F.col("_pv"), _path(name), kind).alias(name) for name, kind in schema.items()]
-    return frame.withColumn("v", F.when(F.col("_pv").isNotNull(), F.struct(*fields)))
+    types = {"bigint": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
+    types["boolean"] = T.BooleanType()
+    struct = T.StructType([T.StructField(name, types[kind]) for name, kind in schema.items()])
+    return frame.withColumn("v", F.from_json(F.col("value").cast("string"), struct))

@@ -54,10 +54,8 @@ def store_visible(updates: Any, step: Aggregate) -> Any:
     from pyspark.sql import functions as F
 
     task = Window.partitionBy("partition")
-    last = Window.partitionBy("partition", "gk", "start").orderBy(F.col("pos").desc())
-    final = updates.withColumn("_store_time", F.max("start").over(task))
-    final = final.withColumn("_last", F.row_number().over(last)).where(F.col("_last") == 1)
-    return final.where(F.col("start") > F.col("_store_time") - step.retention_ms).drop("_store_time", "_last")
+    final = updates.withColumn("_store_time", F.max("start").over(task)).where(F.col("final"))
+    return final.where(F.col("start") > F.col("_store_time") - step.retention_ms).drop("_store_time")
 
 
 def closed_windows(updates: Any, records: Any, step: Aggregate) -> Any:
@@ -68,8 +66,7 @@ def closed_windows(updates: Any, records: Any, step: Aggregate) -> Any:
 
     windows = step.windows
     assert windows is not None
-    last = Window.partitionBy("partition", "gk", "start").orderBy(F.col("pos").desc())
-    final = updates.withColumn("_last", F.row_number().over(last)).where(F.col("_last") == 1).drop("_last")
+    final = updates.where(F.col("final"))
     # per record: its close time and the store's stream time after its puts (the latest open window start)
     running = Window.partitionBy("partition").orderBy("pos").rowsBetween(Window.unboundedPreceding, 0)
     puts = updates.groupBy("partition", "pos").agg(F.max("start").alias("_put"))
@@ -91,12 +88,14 @@ def closed_windows(updates: Any, records: Any, step: Aggregate) -> Any:
             F.lit(None).cast("binary").alias("gk"), F.lit(None).cast("long").alias("start"),
         )
     )  # fmt: skip
+    # the nearest record at or after each event: the last one before it in the reverse order (a running
+    # frame; Spark recomputes a frame reaching to the partition's end for every row)
     after = (
-        Window.partitionBy("partition").orderBy("_at", "_kind", "_pos").rowsBetween(0, Window.unboundedFollowing)
+        Window.partitionBy("partition")
+        .orderBy(F.col("_at").desc(), F.col("_kind").desc(), F.col("_pos").desc_nulls_last())
+        .rowsBetween(Window.unboundedPreceding, 0)
     )
-    events = events.withColumn("emit_pos", F.first("_pos", ignorenulls=True).over(after)).where(
-        F.col("_kind") == 0
-    )
+    events = events.withColumn("emit_pos", F.last("_pos", ignorenulls=True).over(after)).where(F.col("_kind") == 0)
     emitted = final.join(events.select("partition", "gk", "start", "emit_pos"), ["partition", "gk", "start"])
     emitted = emitted.where(F.col("emit_pos").isNotNull()).drop("headers")
     emitted = emitted.join(closers.withColumnRenamed("pos", "emit_pos"), ["partition", "emit_pos"]).where(
