@@ -34,6 +34,7 @@ from kstream_nb.runtime.record_collector import RecordByRecordCollector
 from kstream_nb.runtime.task import StreamTask, stream_thread_cache
 from kstream_nb.runtime.task_id import TaskId
 from kstream_nb.state.builders import WindowStoreBuilder
+from kstream_nb.state.join_buffer import JoinBuffer
 from kstream_nb.state.query import CompositeReadOnlyKeyValueStore, CompositeWindowStore
 from kstream_nb.state.timestamped import PlainValueView, TimestampedKeyValueStoreBuilder
 from kstream_nb.topology.topology import Topology
@@ -186,6 +187,8 @@ def _store_rows(task: StreamTask, topology: Topology, partition: int) -> list[tu
     for name, registered in task.stores.items():
         builder = topology.store_builders.get(name)
         store = registered.store
+        if isinstance(store, JoinBuffer):
+            continue  # a left/outer join's records waiting for their window to close: not a store to read
         if isinstance(builder, WindowStoreBuilder):
             for key, start, end, value in CompositeWindowStore(name, lambda s=store: [s]).all():  # type: ignore[misc]
                 rows.append(

@@ -345,3 +345,29 @@ def test_outer_join_with_eager_null_results(spark: Any, url: str) -> None:
     assert len(keyless[0]) == keyless_count
     dropped = sum(r.key is None or r.value is None for side, r in arrivals if _reaches_join(side, r.value))
     assert live_dropped == dropped - keyless_count
+
+
+def test_a_buffered_left_join_replays_as_the_live_run(spark: Any, url: str) -> None:
+    """A left join that waits for its windows to close (KIP-633) takes the replay path; the replay gives the
+    live app's bytes per partition and its dropped count (its buffer of unmatched records is not a store the
+    result lists as entries)."""
+    phases = _phases(random.Random(47))
+    b = ks.StreamsBuilder()
+    _joined(b, "left_join", _windows()).to("joined")
+    topology = b.build()
+    live, _, live_dropped = _live(url, topology, phases)
+    result = backtest(topology, spark, bootstrap_servers=url)
+    assert result.paths[0].engine == "replay" and "a left or outer join" in result.paths[0].reason
+    got = (
+        result.outputs["joined"]
+        .df.selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp", "key_bytes AS key",
+                       "value_bytes AS value")
+        .toPandas()
+    )  # fmt: skip
+    got["key"] = got["key"].map(lambda k: None if k is None else bytes(k))
+    got["value"] = got["value"].map(bytes)
+    keyed = [_per_partition(f[f["key"].notna()], "key", "value") for f in (got, live)]
+    assert keyed[0] == keyed[1] and sum(map(len, keyed[0].values())) > 10
+    keyless = [sorted(zip(f[f["key"].isna()]["value"], f[f["key"].isna()]["timestamp"])) for f in (got, live)]
+    assert keyless[0] == keyless[1]
+    assert result.dropped == live_dropped
