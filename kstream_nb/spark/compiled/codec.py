@@ -49,9 +49,9 @@ def recode_keys(decode: Serde, encode: Serde, topics: tuple[str, str], partition
             out_bytes.append(data)
             out_partition.append(None if data is None else default_partition(data, partitions))
             out_text.append(to_text(obj) if text else None)
-        return pc.take(_key_struct(out_bytes, out_partition, out_text), index)
+        return pc.take(key_struct(out_bytes, out_partition, out_text), index)
 
-    return _scalar(recode, KEY_TYPE)
+    return scalar_udf(recode, KEY_TYPE)
 
 
 def recode_values(
@@ -70,22 +70,45 @@ def recode_values(
         out_bytes: list[bytes | None] = []
         out_text: list[str | None] = []
         for data, fields in zip(raw.to_pylist(), rows):
-            value = None if data is None else decode.deserialize(source, data)
-            if value is not None:
-                for kind, arg in ops:
-                    if kind == "assign":
-                        value = dict(value)
-                        for name, column in arg.items():
-                            value[name] = fields[column]
-                    else:
-                        value = {name: value.get(name) for name in arg}
+            value = replay_ops(None if data is None else decode.deserialize(source, data), ops, fields)
             out_bytes.append(None if value is None else encode.serialize(target, value))
             out_text.append(to_text(value) if text else None)
         return pa.StructArray.from_arrays(
             [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
         )
 
-    return _scalar(recode, VALUE_TYPE)
+    return scalar_udf(recode, VALUE_TYPE)
+
+
+def replay_ops(value: Any, ops: Sequence[ValueOp], fields: Mapping[str, Any] | None) -> Any:
+    """A decoded value after the stateless ``ops`` (assign: fields set from Spark's assigned ``fields``, as
+    ``assign_record``; project: exactly the named fields, as ``project_record``); None stays None, as live."""
+    if value is None:
+        return None
+    for kind, arg in ops:
+        if kind == "assign":
+            value = dict(value)
+            for name, column in arg.items():
+                value[name] = (fields or {})[column]
+        else:
+            value = {name: value.get(name) for name in arg}
+    return value
+
+
+def store_entry(key: Any) -> bytes | None:
+    """Bytes equal exactly when two keys are one entry of a store's dict (the runtime's stores are keyed by the
+    key objects: ``1``, ``1.0`` and ``True`` are one key; ``"1"`` another); None for a None key."""
+    if key is None:
+        return None
+    if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
+        return b"i" + str(int(key)).encode()
+    if isinstance(key, float):
+        return b"f" + repr(key).encode()
+    if isinstance(key, str):
+        return b"s" + key.encode("utf-8", "surrogatepass")
+    from pyspark import cloudpickle
+
+    return b"p" + cloudpickle.dumps(key)
 
 
 def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str, text: bool) -> Any:
@@ -110,7 +133,7 @@ def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str
             [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
         )
 
-    return _scalar(run, VALUE_TYPE)
+    return scalar_udf(run, VALUE_TYPE)
 
 
 def pickle_keys(decode: Serde, topic: str) -> Any:
@@ -127,7 +150,7 @@ def pickle_keys(decode: Serde, topic: str) -> Any:
             names=["bytes", "text"],
         )
 
-    return _scalar(run, VALUE_TYPE)
+    return scalar_udf(run, VALUE_TYPE)
 
 
 #: above this many distinct keys, the key UDFs run per record in Spark instead of once per key in the driver
@@ -159,7 +182,7 @@ def _field(column: Any, part: str | None) -> Any:
     return column if part is None else column[part]
 
 
-def _scalar(fn: Callable[..., Any], ddl: str) -> Any:
+def scalar_udf(fn: Callable[..., Any], ddl: str) -> Any:
     """A scalar Arrow UDF: Arrow arrays in, an Arrow array out, a batch at a time."""
     from pyspark.sql import functions as F
 
@@ -200,12 +223,12 @@ def recode_windowed_keys(
                 else:
                     out_partition.append(None if written is None else default_partition(written, partitions))
             out_text.append(to_text(key) if text else None)
-        return _key_struct(out_bytes, out_partition, out_text)
+        return key_struct(out_bytes, out_partition, out_text)
 
-    return _scalar(recode, KEY_TYPE)
+    return scalar_udf(recode, KEY_TYPE)
 
 
-def _key_struct(data: list[bytes | None], partitions: list[int | None], texts: list[str | None]) -> pa.Array:
+def key_struct(data: list[bytes | None], partitions: list[int | None], texts: list[str | None]) -> pa.Array:
     """The ``KEY_TYPE`` struct array of key bytes, partitions and texts."""
     return pa.StructArray.from_arrays(
         [pa.array(data, pa.binary()), pa.array(partitions, pa.int32()), pa.array(texts, pa.string())],

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.spark.compiled.codec import KEY_TYPE, _key_struct, _scalar, recode_keys
+from kstream_nb.spark.compiled.codec import KEY_TYPE, key_struct, recode_keys, scalar_udf
 from kstream_nb.spark.compiled.planner import STATELESS, DropNullKeys, NotCompilable, SelectKey, Step
 from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
 from kstream_nb.spark.expressions import result_type, to_spark
@@ -95,6 +95,6 @@ def encode_keys(encode: Serde, topic: str, partitions: int, text: bool) -> Any:
             out_bytes.append(data)
             out_partition.append(None if data is None else default_partition(data, partitions))
             out_text.append(to_text(key) if text and key is not None else None)
-        return pc.take(_key_struct(out_bytes, out_partition, out_text), index)
+        return pc.take(key_struct(out_bytes, out_partition, out_text), index)
 
-    return _scalar(run, KEY_TYPE)
+    return scalar_udf(run, KEY_TYPE)

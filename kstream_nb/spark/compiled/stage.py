@@ -68,7 +68,7 @@ def run_compiled(
         if step is None:
             if sink is not None:
                 seq = F.col("pos") * len(plan.branches) + i
-                outputs.append(_stateless_out(ctx, kept, sink, fields, seq))
+                outputs.append(stateless_out(ctx, kept, sink, fields, seq))
             continue
         first = step.node not in aggregated  # a table several branches read: its stores and drops once
         aggregated.add(step.node)
@@ -89,7 +89,7 @@ def _reads_values(branch: Branch) -> bool:
     return stateless or bool(branch.aggregate and branch.aggregate.specs)
 
 
-def _stateless_out(ctx: StageContext, records: Any, sink: Sink, fields: ValueFields, seq: Any) -> Any:
+def stateless_out(ctx: StageContext, records: Any, sink: Sink, fields: ValueFields, seq: Any) -> Any:
     """A stateless branch's sink rows: keys and values rewritten by the sink's serdes, assignments applied."""
     from pyspark.sql import functions as F
 

@@ -21,7 +21,15 @@ import pyarrow as pa
 
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.processor.value_joiners import MergeJoiner
-from kstream_nb.spark.compiled.codec import VALUE_TYPE, ValueOp, pickle_keys, recode_keys
+from kstream_nb.spark.compiled.codec import (
+    VALUE_TYPE,
+    ValueOp,
+    pickle_keys,
+    recode_keys,
+    replay_ops,
+    scalar_udf,
+    store_entry,
+)
 from kstream_nb.spark.compiled.ordering import processing_order
 from kstream_nb.spark.compiled.planner import Branch, NotCompilable
 from kstream_nb.spark.compiled.rows import out_rows, stat_rows, store_rows
@@ -184,8 +192,6 @@ def _join_values(
 ) -> Any:  # fmt: skip
     """A UDF of (left value bytes, its assigned fields, right value bytes, its assigned fields) -> the joiner's
     value as ``encode`` writes it, its text; each side's value decoded and its stateless ``ops`` replayed."""
-    from pyspark.sql import functions as F
-
     left_topic, right_topic, target = topics
 
     def run(lefts: pa.Array, left_fields: pa.Array, rights: pa.Array, right_fields: pa.Array) -> pa.Array:
@@ -196,8 +202,8 @@ def _join_values(
         pairs = zip(lefts.to_pylist(), left_fields.to_pylist(), rights.to_pylist(), right_fields.to_pylist())
         for left, left_assigned, right, right_assigned in pairs:
             value = joiner(
-                _replay(decode[0].deserialize(left_topic, left), ops[0], left_assigned),
-                _replay(decode[1].deserialize(right_topic, right), ops[1], right_assigned),
+                replay_ops(decode[0].deserialize(left_topic, left), ops[0], left_assigned),
+                replay_ops(decode[1].deserialize(right_topic, right), ops[1], right_assigned),
             )
             out_bytes.append(encode.serialize(target, value))
             out_text.append(to_text(value) if text else None)
@@ -205,12 +211,11 @@ def _join_values(
             [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
         )
 
-    return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
+    return scalar_udf(run, VALUE_TYPE)
 
 
 def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
     """A UDF of (value bytes, assigned fields) -> (the value as the store holds it, pickled; its JSON text)."""
-    from pyspark.sql import functions as F
 
     def run(raw: pa.Array, assigned: pa.Array) -> pa.Array:
         from pyspark import cloudpickle
@@ -218,7 +223,7 @@ def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
         from kstream_nb.spark.replay import to_text
 
         pairs = zip(raw.to_pylist(), assigned.to_pylist())
-        values = [_replay(decode.deserialize(topic, v), ops, fields) for v, fields in pairs]
+        values = [replay_ops(decode.deserialize(topic, v), ops, fields) for v, fields in pairs]
         return pa.StructArray.from_arrays(
             [
                 pa.array([cloudpickle.dumps(v) for v in values], pa.binary()),
@@ -227,12 +232,12 @@ def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
             names=["bytes", "text"],
         )
 
-    return F.arrow_udf(run, VALUE_TYPE)  # type: ignore[call-overload]
+    return scalar_udf(run, VALUE_TYPE)
 
 
 def _stateless(rows: Any, side: JoinSide) -> tuple[Any, Any, list[ValueOp]]:
     """The side's records through its stateless steps: the records kept, their assigned fields (a struct
-    column) and the operations that rebuild their values (``codec.recode_values``'s)."""
+    column) and the operations that rebuild their values (``codec.replay_ops``)."""
     from pyspark.sql import functions as F
 
     if not side.steps:
@@ -244,44 +249,15 @@ def _stateless(rows: Any, side: JoinSide) -> tuple[Any, Any, list[ValueOp]]:
     return rows, fields.assigned_struct(), fields.ops
 
 
-def _replay(value: Any, ops: list[ValueOp], fields: dict[str, Any] | None) -> Any:
-    """A decoded value after the stateless operations (assign: fields set from Spark's columns; project: the
-    named fields only), as ``codec.recode_values`` rebuilds values; None stays None."""
-    if value is None:
-        return None
-    for kind, arg in ops:
-        if kind == "assign":
-            value = dict(value)
-            for name, column in arg.items():
-                value[name] = (fields or {})[column]
-        else:
-            value = {name: value.get(name) for name in arg}
-    return value
-
-
 def _store_keys(decode: Serde, topic: str) -> Any:
-    """A UDF of raw key bytes -> bytes equal exactly when the decoded keys are equal as the store's dict keys
-    compare them (``1``, ``1.0`` and ``True`` are one key; ``"1"`` another); null for a null key."""
-    from pyspark.sql import functions as F
-
-    def store_key(key: Any) -> bytes | None:
-        if key is None:
-            return None
-        if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
-            return b"i" + str(int(key)).encode()
-        if isinstance(key, float):
-            return b"f" + repr(key).encode()
-        if isinstance(key, str):
-            return b"s" + key.encode("utf-8", "surrogatepass")
-        from pyspark import cloudpickle
-
-        return b"p" + cloudpickle.dumps(key)
+    """A UDF of raw key bytes -> ``codec.store_entry`` of the decoded key: equal exactly when the store's dict
+    finds one entry for both keys; null for a null key."""
 
     def run(raw: pa.Array) -> pa.Array:
         import pyarrow.compute as pc
 
         distinct = pc.unique(raw)
-        keys = [None if k is None else store_key(decode.deserialize(topic, k)) for k in distinct.to_pylist()]
+        keys = [None if k is None else store_entry(decode.deserialize(topic, k)) for k in distinct.to_pylist()]
         return pc.take(pa.array(keys, pa.binary()), pc.index_in(raw, value_set=distinct))
 
-    return F.arrow_udf(run, "binary")  # type: ignore[call-overload]
+    return scalar_udf(run, "binary")

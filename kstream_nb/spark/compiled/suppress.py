@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.spark.compiled.aggregate import result_builder
-from kstream_nb.spark.compiled.codec import _scalar, encode_objects, recode_windowed_keys
+from kstream_nb.spark.compiled.codec import encode_objects, recode_windowed_keys, scalar_udf
 from kstream_nb.spark.compiled.planner import Aggregate, Finish, NotCompilable, Suppress
 from kstream_nb.spark.compiled.rows import store_rows
 from kstream_nb.spark.compiled.windows import closed_windows
@@ -67,7 +67,7 @@ def key_order(frame: Any, key_serde: Serde, topic: str) -> Any:
             names=["kind", "text", "number"],
         )
 
-    kind = _scalar(kinds, _KEY_ORDER)(F.col("key"))
+    kind = scalar_udf(kinds, _KEY_ORDER)(F.col("key"))
     found = sorted(r["kind"] for r in frame.select(kind["kind"].alias("kind")).distinct().collect())
     if len(found) > 1 or (found and found[0] not in ("str", "int")):
         raise NotCompilable(f"suppress releases windows in key order; keys of types {found} (not compiled)")

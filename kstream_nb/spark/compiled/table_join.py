@@ -20,7 +20,7 @@ import pyarrow as pa
 from kstream_nb.cluster.serde_specs import serde_from
 from kstream_nb.cluster.serdes import Serde
 from kstream_nb.processor.value_joiners import MergeJoiner
-from kstream_nb.spark.compiled.codec import VALUE_TYPE, _scalar, encode_objects, recode_values
+from kstream_nb.spark.compiled.codec import VALUE_TYPE, encode_objects, recode_values, scalar_udf, store_entry
 from kstream_nb.spark.compiled.emit import StageContext
 from kstream_nb.spark.compiled.planner import NotCompilable, Table, TableJoin
 from kstream_nb.spark.compiled.rekey import NEW_KEY
@@ -63,7 +63,7 @@ def value_kinds(records: Any, serde: Serde, topic: str, dicts: bool) -> Any:
             out.append(NONE if value is None else DICT if isinstance(value, dict) else OTHER)
         return pa.array(out, pa.int32())
 
-    records = records.withColumn("_kind", _scalar(kinds, "int")(F.col("value"))).localCheckpoint(eager=True)
+    records = records.withColumn("_kind", scalar_udf(kinds, "int")(F.col("value"))).localCheckpoint(eager=True)
     refused = [BAD, OTHER] if dicts else [BAD]
     found = {r["_kind"]: r["n"] for r in records.where(F.col("_kind").isin(refused)).groupBy("_kind").count()
              .withColumnRenamed("count", "n").collect()}  # fmt: skip
@@ -165,25 +165,14 @@ def _merge(joiner: MergeJoiner, left: Serde, right: Serde, topics: tuple[str, st
             out.append(left.serialize(stream_topic, joiner(left.deserialize(stream_topic, data), found)))
         return pa.array(out, pa.binary())
 
-    return _scalar(run, "binary")
+    return scalar_udf(run, "binary")
 
 
 def lookup_keys(decode: Serde, store: Serde, topic: str) -> Any:
     """A UDF of raw key bytes -> the key as a store with key serde ``store`` holds it (``canonical_key``):
-    pickled (``bytes``) with its JSON ``text``, and ``tk``: bytes equal exactly when two keys are one entry
-    of the store's dict (``1``, ``1.0`` and ``True`` are one; ``"1"`` another); all null for a null key."""
+    pickled (``bytes``) with its JSON ``text``, and ``tk``: its ``codec.store_entry`` (equal exactly when two
+    keys are one entry of the store's dict); all null for a null key."""
     canonical = store.canonical_key()
-
-    def entry(key: Any) -> bytes:
-        if isinstance(key, bool | int) or (isinstance(key, float) and key.is_integer()):
-            return b"i" + str(int(key)).encode()
-        if isinstance(key, float):
-            return b"f" + repr(key).encode()
-        if isinstance(key, str):
-            return b"s" + key.encode("utf-8", "surrogatepass")
-        from pyspark import cloudpickle
-
-        return b"p" + cloudpickle.dumps(key)
 
     def run(raw: pa.Array) -> pa.Array:
         import pyarrow.compute as pc
@@ -199,11 +188,11 @@ def lookup_keys(decode: Serde, store: Serde, topic: str) -> Any:
                 key = canonical(key)
             pickled.append(None if key is None else cloudpickle.dumps(key))
             texts.append(to_text(key))
-            entries.append(None if key is None else entry(key))
+            entries.append(store_entry(key))
         out = pa.StructArray.from_arrays(
             [pa.array(pickled, pa.binary()), pa.array(texts, pa.string()), pa.array(entries, pa.binary())],
             names=["bytes", "text", "tk"],
         )
         return pc.take(out, pc.index_in(raw, value_set=distinct))
 
-    return _scalar(run, VALUE_TYPE + ", tk binary")
+    return scalar_udf(run, VALUE_TYPE + ", tk binary")

@@ -39,7 +39,7 @@ from kstream_nb.spark.compiled.planner import (
 )
 from kstream_nb.spark.compiled.rekey import apply_steps
 from kstream_nb.spark.compiled.rows import stat_rows
-from kstream_nb.spark.compiled.stage import _stateless_out
+from kstream_nb.spark.compiled.stage import stateless_out
 from kstream_nb.spark.compiled.stateless import ValueFields
 from kstream_nb.spark.compiled.table_join import TableRecords, join_rows, store_key_serde, table_rows, value_kinds
 from kstream_nb.spark.compiled.values import parse_values, value_schema, with_parsed
@@ -287,6 +287,6 @@ class _Run:
                 return
             elif isinstance(step, Sink):
                 seq = F.col("pos") * self.count + index
-                self.outputs.append(_stateless_out(ctx, frame, step, fields, seq))
+                self.outputs.append(stateless_out(ctx, frame, step, fields, seq))
             elif not isinstance(step, ToStream):
                 raise NotCompilable(f"node {step.node!r}: {type(step).__name__} is not compiled with a table")
