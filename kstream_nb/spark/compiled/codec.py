@@ -73,9 +73,7 @@ def recode_values(
             value = replay_ops(None if data is None else decode.deserialize(source, data), ops, fields)
             out_bytes.append(None if value is None else encode.serialize(target, value))
             out_text.append(to_text(value) if text else None)
-        return pa.StructArray.from_arrays(
-            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
-        )
+        return value_struct(out_bytes, out_text)
 
     return scalar_udf(recode, VALUE_TYPE)
 
@@ -129,9 +127,7 @@ def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str
             else:
                 out_bytes.append(None if value is None else encode.serialize(topic, value))
             out_text.append(to_text(value) if text else None)
-        return pa.StructArray.from_arrays(
-            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
-        )
+        return value_struct(out_bytes, out_text)
 
     return scalar_udf(run, VALUE_TYPE)
 
@@ -145,10 +141,7 @@ def pickle_keys(decode: Serde, topic: str) -> Any:
         from kstream_nb.spark.replay import to_text
 
         keys = [None if k is None else decode.deserialize(topic, k) for k in raw.to_pylist()]
-        return pa.StructArray.from_arrays(
-            [pa.array([cloudpickle.dumps(k) for k in keys], pa.binary()), pa.array([to_text(k) for k in keys])],
-            names=["bytes", "text"],
-        )
+        return value_struct([cloudpickle.dumps(k) for k in keys], [to_text(k) for k in keys])
 
     return scalar_udf(run, VALUE_TYPE)
 
@@ -233,4 +226,11 @@ def key_struct(data: list[bytes | None], partitions: list[int | None], texts: li
     return pa.StructArray.from_arrays(
         [pa.array(data, pa.binary()), pa.array(partitions, pa.int32()), pa.array(texts, pa.string())],
         names=["bytes", "partition", "text"],
+    )
+
+
+def value_struct(data: list[bytes | None], texts: list[str | None]) -> pa.Array:
+    """The ``VALUE_TYPE`` struct array of bytes and texts."""
+    return pa.StructArray.from_arrays(
+        [pa.array(data, pa.binary()), pa.array(texts, pa.string())], names=["bytes", "text"]
     )

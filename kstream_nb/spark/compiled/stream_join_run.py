@@ -29,6 +29,7 @@ from kstream_nb.spark.compiled.codec import (
     replay_ops,
     scalar_udf,
     store_entry,
+    value_struct,
 )
 from kstream_nb.spark.compiled.ordering import processing_order
 from kstream_nb.spark.compiled.planner import Branch, NotCompilable
@@ -207,9 +208,7 @@ def _join_values(
             )
             out_bytes.append(encode.serialize(target, value))
             out_text.append(to_text(value) if text else None)
-        return pa.StructArray.from_arrays(
-            [pa.array(out_bytes, pa.binary()), pa.array(out_text, pa.string())], names=["bytes", "text"]
-        )
+        return value_struct(out_bytes, out_text)
 
     return scalar_udf(run, VALUE_TYPE)
 
@@ -224,13 +223,7 @@ def _pickle_values(decode: Serde, topic: str, ops: list[ValueOp]) -> Any:
 
         pairs = zip(raw.to_pylist(), assigned.to_pylist())
         values = [replay_ops(decode.deserialize(topic, v), ops, fields) for v, fields in pairs]
-        return pa.StructArray.from_arrays(
-            [
-                pa.array([cloudpickle.dumps(v) for v in values], pa.binary()),
-                pa.array([to_text(v) for v in values]),
-            ],
-            names=["bytes", "text"],
-        )
+        return value_struct([cloudpickle.dumps(v) for v in values], [to_text(v) for v in values])
 
     return scalar_udf(run, VALUE_TYPE)
 
