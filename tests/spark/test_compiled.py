@@ -19,10 +19,9 @@ import pytest
 import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.errors import StreamsError
-from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark import backtest
-from kstream_nb.spark.compiled import NotCompilable, plan_subtopology
 from kstream_nb.spark.result import BacktestResult
+from tests.spark.compiled_helpers import planner_verdict
 
 USERS = ["ann", "bob", "cid", "dee", "eve", "fay", "gus"]
 ITEMS = ["apple", "pear", "fig", "kiwi"]
@@ -31,19 +30,6 @@ ITEMS = ["apple", "pear", "fig", "kiwi"]
 class Upper(ks.Processor):
     def process(self, record: ks.Record) -> None:
         self.context.forward(record.with_value(str(record.value).upper()))
-
-
-def _compiled_reason(build: Any, **config: Any) -> str:
-    """The planner's verdict on the first sub-topology of the topology ``build(builder)`` makes."""
-    b = ks.StreamsBuilder()
-    build(b)
-    topology = b.build()
-    sub = topology.subtopologies()[0]
-    try:
-        plan = plan_subtopology(topology, sub, StreamsConfig.of(application_id="t", **config))
-        return "compiled: " + plan.describe()
-    except NotCompilable as e:
-        return str(e)
 
 
 @pytest.mark.parametrize(
@@ -72,7 +58,7 @@ def _compiled_reason(build: Any, **config: Any) -> str:
          "session", "string-values", "count", "expressions"],
 )  # fmt: skip
 def test_planner_names_what_prevents_compiling(build: Any, config: dict[str, Any], expected: str) -> None:
-    reason = _compiled_reason(build, **config)
+    reason = planner_verdict(build, **config)
     assert expected in reason
     if not reason.startswith("compiled"):
         assert reason.startswith(("node 'KSTREAM-", "node 'KTABLE-", "sink 'KSTREAM-SINK"))

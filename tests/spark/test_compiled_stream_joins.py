@@ -18,26 +18,14 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark import backtest
-from kstream_nb.spark.compiled import NotCompilable, plan_subtopology
 from tests.spark.clusters import Cluster
+from tests.spark.compiled_helpers import planner_verdict
 
 KEYS = ["ann", "bob", "cid", "gus", "ida"]
 #: a key of each partition (of 2): the phases' opening records
 OPENERS = {default_partition(k.encode(), 2): k for k in KEYS}
 BEFORE, AFTER, GRACE = 5_000, 3_000, 2_000
-
-
-def _reason(build: Any) -> str:
-    b = ks.StreamsBuilder()
-    build(b)
-    topology = b.build()
-    try:
-        plan = plan_subtopology(topology, topology.subtopologies()[0], StreamsConfig.of(application_id="t"))
-        return "compiled: " + plan.describe()
-    except NotCompilable as e:
-        return str(e)
 
 
 def _windows() -> ks.JoinWindows:
@@ -70,7 +58,7 @@ def _windows() -> ks.JoinWindows:
          "eager-left"],
 )  # fmt: skip
 def test_planner_compiles_inner_merge_joins_only(build: Any, expected: str) -> None:
-    assert expected in _reason(build)
+    assert expected in planner_verdict(build)
 
 
 def _phases(rng: random.Random) -> list[tuple[str, list[ks.Record]]]:

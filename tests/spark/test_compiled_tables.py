@@ -17,27 +17,12 @@ import pytest
 
 import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
-from kstream_nb.runtime.config import StreamsConfig
 from kstream_nb.spark import backtest
-from kstream_nb.spark.compiled import NotCompilable, plan_subtopology
 from kstream_nb.spark.result import BacktestResult
+from tests.spark.compiled_helpers import planner_verdict
 
 USERS = ["ann", "bob", "cid", "dee", "eve"]
 CITIES = ["oslo", "rome", "lima", "kyiv"]
-
-
-def _reason(build: Any, **config: Any) -> str:
-    """The planner's verdict on the first sub-topology of what ``build(builder)`` makes."""
-    b = ks.StreamsBuilder()
-    build(b)
-    topology = b.build()
-    try:
-        plan = plan_subtopology(
-            topology, topology.subtopologies()[0], StreamsConfig.of(application_id="t", **config)
-        )
-        return "compiled: " + plan.describe()
-    except NotCompilable as e:
-        return str(e)
 
 
 def _versioned(name: str) -> Any:
@@ -67,7 +52,7 @@ def _versioned(name: str) -> Any:
     ids=["left-join", "cache", "versioned", "grace", "global", "lambda", "own-input", "string", "merge"],
 )  # fmt: skip
 def test_the_planner_compiles_tables_and_joins_or_says_why_not(build: Any, config: Any, expected: str) -> None:
-    assert expected in _reason(build, **config)
+    assert expected in planner_verdict(build, **config)
 
 
 def _live(url: str, topology: ks.Topology, phases: list[tuple[str, list[ks.Record]]], outputs: list[str],
