@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import pandas as pd
 
 import kstream_nb as ks
 from kstream_nb.runtime.config import StreamsConfig
@@ -22,3 +25,20 @@ def planner_verdict(build: Any, **config: Any) -> str:
         return "compiled: " + plan.describe()
     except NotCompilable as e:
         return str(e)
+
+
+def live_run(
+    app: ks.KafkaStreams, phases: Iterable[Callable[[], object]], stores: list[str]
+) -> tuple[dict[str, pd.DataFrame], int]:
+    """The live ``app`` run phase by phase (each phase produces records, then the app goes idle): its final
+    ``stores`` and its dropped-record count."""
+    try:
+        app.start().wait_until_running(60)
+        for phase in phases:
+            phase()
+            app.wait_until_idle(timeout=60)
+        final = {name: app.store(name).to_pandas() for name in stores}
+        dropped = int(app.metrics()["dropped-records-total"])
+    finally:
+        app.stop()
+    return final, dropped

@@ -10,6 +10,7 @@ late past the other side's lookup retention, null keys and null values, several 
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.spark import backtest
 from tests.spark.clusters import Cluster
-from tests.spark.compiled_helpers import planner_verdict
+from tests.spark.compiled_helpers import live_run, planner_verdict
 
 KEYS = ["ann", "bob", "cid", "gus", "ida"]
 #: a key of each partition (of 2): the phases' opening records
@@ -158,20 +159,17 @@ def _live(
     for topic in ("orders", "payments", "joined"):
         cluster.produce(topic, [], partitions=2)
     stores = [n for n in topology.subtopologies()[0].stores if n.endswith("-store") and "OUTERSHARED" not in n]
-    app = cluster.app(topology)
-    try:
-        app.start().wait_until_running(60)
-        for i, (side, records) in enumerate(phases):
-            topic = "orders" if side == "left" else "payments"
-            if i in foreign:
-                cluster.produce(topic, _foreign(records), partitions=2, key_serde="bytes", value_serde="bytes")
-            else:
-                cluster.produce(topic, records, partitions=2)
-            app.wait_until_idle(timeout=60)
-        live_stores = {name: app.store(name).to_pandas() for name in stores}
-        dropped = int(app.metrics()["dropped-records-total"])
-    finally:
-        app.stop()
+    produce = []
+    for i, (side, records) in enumerate(phases):
+        topic = "orders" if side == "left" else "payments"
+        if i in foreign:
+            raw = _foreign(records)
+            produce.append(
+                partial(cluster.produce, topic, raw, partitions=2, key_serde="bytes", value_serde="bytes")
+            )
+        else:
+            produce.append(partial(cluster.produce, topic, records, partitions=2))
+    live_stores, dropped = live_run(cluster.app(topology), produce, stores)
     return (
         ks.read_topic("joined", bootstrap_servers=url, key_serde="bytes", value_serde="bytes"),
         live_stores,

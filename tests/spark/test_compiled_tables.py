@@ -10,6 +10,7 @@ anything before it, so that the live task's order is the backtest's (lowest time
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -19,7 +20,7 @@ import kstream_nb as ks
 from kstream_nb.cluster.partitioner import default_partition
 from kstream_nb.spark import backtest
 from kstream_nb.spark.result import BacktestResult
-from tests.spark.compiled_helpers import planner_verdict
+from tests.spark.compiled_helpers import live_run, planner_verdict
 
 USERS = ["ann", "bob", "cid", "dee", "eve"]
 CITIES = ["oslo", "rome", "lima", "kyiv"]
@@ -59,15 +60,10 @@ def _live(url: str, topology: ks.Topology, phases: list[tuple[str, list[ks.Recor
           stores: list[str]) -> tuple[dict[str, list[Any]], dict[str, pd.DataFrame], int]:  # fmt: skip
     """The live app's outputs (raw bytes per partition), final stores and dropped-record count."""
     app = ks.KafkaStreams(topology, application_id="live", bootstrap_servers=url)
-    try:
-        app.start().wait_until_running(60)
-        for topic, records in phases:
-            ks.produce(topic, records, bootstrap_servers=url, partitions=2)
-            app.wait_until_idle(timeout=60)
-        final = {name: app.store(name).to_pandas() for name in stores}
-        dropped = int(app.metrics()["dropped-records-total"])
-    finally:
-        app.stop()
+    produce = [
+        partial(ks.produce, topic, records, bootstrap_servers=url, partitions=2) for topic, records in phases
+    ]
+    final, dropped = live_run(app, produce, stores)
     read = {t: ks.read_topic(t, bootstrap_servers=url, key_serde="bytes", value_serde="bytes") for t in outputs}
     return {t: _rows(frame) for t, frame in read.items()}, final, dropped
 
