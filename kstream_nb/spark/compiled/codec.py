@@ -28,30 +28,32 @@ def recode_keys(decode: Serde, encode: Serde, topics: tuple[str, str], partition
     source, target = topics
 
     def recode(raw: pa.Array) -> pa.Array:
-        import pyarrow.compute as pc
-
-        from kstream_nb.cluster.partitioner import default_partition
-        from kstream_nb.spark.replay import to_text
-
-        distinct = pc.unique(raw)
-        index = pc.index_in(raw, value_set=distinct)
-        out_bytes: list[bytes | None] = []
-        out_partition: list[int | None] = []
-        out_text: list[str | None] = []
-        for key in distinct.to_pylist():
-            if key is None:
-                out_bytes.append(None)
-                out_partition.append(None)
-                out_text.append(None)
-                continue
-            obj = decode.deserialize(source, key)
-            data = encode.serialize(target, obj)
-            out_bytes.append(data)
-            out_partition.append(None if data is None else default_partition(data, partitions))
-            out_text.append(to_text(obj) if text else None)
-        return pc.take(key_struct(out_bytes, out_partition, out_text), index)
+        return written_keys(raw, lambda key: decode.deserialize(source, key), encode, target, partitions, text)
 
     return scalar_udf(recode, KEY_TYPE)
+
+
+def written_keys(
+    keys: pa.Array, read: Callable[[Any], Any], encode: Serde, topic: str, partitions: int, text: bool
+) -> pa.Array:
+    """The ``KEY_TYPE`` struct of each of ``keys`` (once per distinct key): the bytes ``encode`` writes for
+    ``read(key)``, the partition murmur2 picks among ``partitions``, its JSON text; all null for a null key."""
+    import pyarrow.compute as pc
+
+    from kstream_nb.cluster.partitioner import default_partition
+    from kstream_nb.spark.replay import to_text
+
+    distinct = pc.unique(keys)
+    out_bytes: list[bytes | None] = []
+    out_partition: list[int | None] = []
+    out_text: list[str | None] = []
+    for key in distinct.to_pylist():
+        obj = None if key is None else read(key)
+        data = None if key is None else encode.serialize(topic, obj)
+        out_bytes.append(data)
+        out_partition.append(None if data is None else default_partition(data, partitions))
+        out_text.append(to_text(obj) if text else None)
+    return pc.take(key_struct(out_bytes, out_partition, out_text), pc.index_in(keys, value_set=distinct))
 
 
 def recode_values(

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from kstream_nb.cluster.serdes import Serde
-from kstream_nb.spark.compiled.codec import KEY_TYPE, key_struct, recode_keys, scalar_udf
+from kstream_nb.spark.compiled.codec import KEY_TYPE, recode_keys, scalar_udf, written_keys
 from kstream_nb.spark.compiled.planner import STATELESS, DropNullKeys, NotCompilable, SelectKey, Step
 from kstream_nb.spark.compiled.stateless import ValueFields, apply_stateless
 from kstream_nb.spark.expressions import result_type, to_spark
@@ -80,21 +80,6 @@ def encode_keys(encode: Serde, topic: str, partitions: int, text: bool) -> Any:
     null key: round robin, decided in Spark), the key as JSON text), once per distinct key of a batch."""
 
     def run(keys: pa.Array) -> pa.Array:
-        import pyarrow.compute as pc
-
-        from kstream_nb.cluster.partitioner import default_partition
-        from kstream_nb.spark.replay import to_text
-
-        distinct = pc.unique(keys)
-        index = pc.index_in(keys, value_set=distinct)
-        out_bytes: list[bytes | None] = []
-        out_partition: list[int | None] = []
-        out_text: list[str | None] = []
-        for key in distinct.to_pylist():
-            data = None if key is None else encode.serialize(topic, key)
-            out_bytes.append(data)
-            out_partition.append(None if data is None else default_partition(data, partitions))
-            out_text.append(to_text(key) if text and key is not None else None)
-        return pc.take(key_struct(out_bytes, out_partition, out_text), index)
+        return written_keys(keys, lambda key: key, encode, topic, partitions, text)
 
     return scalar_udf(run, KEY_TYPE)
