@@ -2,10 +2,11 @@
 ``engine="compiled"`` (every sub-topology compiled) and ``engine="replay"`` give the same records per output
 partition (key and value bytes, timestamps, order), the same final stores and the same dropped-record count.
 
-Several cases share one ``StreamsBuilder`` (one live run and one backtest per engine for all of them). Each
-output or repartition partition has one writer task (see ``generated_cases``), so the live order is the
-backtest's; the inputs are fed in phases, each processed before the next, in offset order per partition.
-A failing comparison prints the case: its topology as code and its input records.
+Several cases share one ``StreamsBuilder`` (one live run and one backtest per engine for all of them). The
+inputs keep their out-of-order timestamps (late records need them), fed in slices in offset order, each
+processed before the next: no timestamp-ordered phases are needed, since each output or repartition partition
+has one writer task (see ``generated_cases``), whose order is the same live and in the backtest. A failing
+comparison prints the case: its topology as code and its input records.
 """
 
 from __future__ import annotations
