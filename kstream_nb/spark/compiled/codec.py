@@ -113,7 +113,7 @@ def store_entry(key: Any) -> bytes | None:
 
 def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str, text: bool) -> Any:
     """A UDF of a struct column -> (bytes, text): each row made into the Python value ``build(row dict)``
-    (a null row: None), then written with ``encode`` (None: pickled, for store rows)."""
+    (a null row: None), then written with ``encode`` (None: pickled, for store rows; a null row: no row)."""
 
     def run(rows: pa.Array) -> pa.Array:
         from pyspark import cloudpickle
@@ -125,7 +125,7 @@ def encode_objects(build: Callable[[Any], Any], encode: Serde | None, topic: str
         for row in rows.to_pylist():
             value = None if row is None else build(row)
             if encode is None:
-                out_bytes.append(cloudpickle.dumps(value))
+                out_bytes.append(None if row is None else cloudpickle.dumps(value))
             else:
                 out_bytes.append(None if value is None else encode.serialize(topic, value))
             out_text.append(to_text(value) if text else None)

@@ -19,8 +19,8 @@ from kstream_nb.spark.compiled.codec import (
     recode_windowed_keys,
     with_key_codecs,
 )
-from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish, Suppress
-from kstream_nb.spark.compiled.rows import out_rows, store_rows
+from kstream_nb.spark.compiled.planner import Aggregate, Branch, CompiledPlan, Finish, Sink, Suppress
+from kstream_nb.spark.compiled.rows import out_columns, out_rows, rows_of, store_columns, store_rows
 from kstream_nb.spark.compiled.stateless import ValueFields
 from kstream_nb.spark.compiled.suppress import buffer_rows, suppressed_windows, with_previous
 from kstream_nb.spark.compiled.windows import assign_windows, closed_windows, store_visible, windows_per_record
@@ -86,9 +86,11 @@ def aggregate_rows(
         "partition", "key", *codecs, "pos", "headers", "agg", "agg_ts", "final", seq.alias("seq"), *window_columns
     )
     suppress = next((s for s in branch.steps if isinstance(s, Suppress)), None)
+    finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
+    if step.windows is None:
+        return _keyed_rows(ctx, step, sink, finish, updates, fields, stores_too), dropped
     if stores_too and (branch.sink is not None or step.emit_final or suppress is not None):
         updates = updates.localCheckpoint(eager=True)  # computed once: read for the sink and for the stores
-    finish = next((s for s in branch.steps if isinstance(s, Finish)), None)
     sent = updates
     if step.emit_final:
         sent = closed_windows(updates, windowed, step)
@@ -100,20 +102,11 @@ def aggregate_rows(
         topic = ctx.resolve(sink.topic)
         text = topic in ctx.sink_serdes
         partitions = ctx.counts.get(topic, 1)
-        values = encode_objects(result_builder(step, finish is not None), sink.value_serde, topic, text)
-        if step.windows is None:
-            out = sent
-        else:
-            keys = recode_windowed_keys(
-                plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, sink.partitioner, text
-            )
-            out = sent.withColumn("k", keys(F.col("key"), F.col("start"), F.col("end")))
-        fast = json_in_spark(step, fields) if type(sink.value_serde) is JsonSerde else None
-        if fast is None:
-            out = out.withColumn("val", values(F.col("agg")))
-        else:
-            text_column = fast.cast("string") if text else F.lit(None).cast("string")
-            out = out.withColumn("val", F.struct(fast.alias("bytes"), text_column.alias("text")))
+        keys = recode_windowed_keys(
+            plan.key_serde, sink.key_serde, (ctx.source_topic, topic), partitions, sink.partitioner, text
+        )
+        out = sent.withColumn("k", keys(F.col("key"), F.col("start"), F.col("end")))
+        out = out.withColumn("val", _sink_values(ctx, step, sink, finish, fields))
         result.append(out_rows(out, topic, partitions, F.col("seq"), "agg_ts", null_keys=False))
     if stores_too:
         result.extend(_store_entries(ctx, step, finish, updates, updates if suppress is not None else sent))
@@ -122,25 +115,62 @@ def aggregate_rows(
     return result, dropped
 
 
+def _sink_values(
+    ctx: StageContext, step: Aggregate, sink: Sink, finish: Finish | None, fields: ValueFields
+) -> Any:
+    """The (bytes, text) of each result the sink writes: by Spark when its JSON equals the serde's, else by
+    the sink's serde in a UDF."""
+    from pyspark.sql import functions as F
+
+    topic = ctx.resolve(sink.topic)
+    text = topic in ctx.sink_serdes
+    fast = json_in_spark(step, fields) if type(sink.value_serde) is JsonSerde else None
+    if fast is None:
+        values = encode_objects(result_builder(step, finish is not None), sink.value_serde, topic, text)
+        return values(F.col("agg"))
+    text_column = fast.cast("string") if text else F.lit(None).cast("string")
+    return F.struct(fast.alias("bytes"), text_column.alias("text"))
+
+
+def _keyed_rows(
+    ctx: StageContext, step: Aggregate, sink: Sink | None, finish: Finish | None, updates: Any,
+    fields: ValueFields, stores_too: bool,
+) -> list[Any]:  # fmt: skip
+    """Per key (no windows), in one pass over the updates: each update's sink row, and with ``stores_too``
+    the store entries of each key's last update (the aggregation's, and the finished table's if any)."""
+    from pyspark.sql import functions as F
+
+    kinds: list[tuple[Any, list[Any]]] = []
+    frame, last = updates, F.col("final")
+    if sink is not None:
+        frame = frame.withColumn("val", _sink_values(ctx, step, sink, finish, fields))
+        kinds.append((None, out_columns(ctx.resolve(sink.topic), F.col("k.partition"), F.col("seq"), "agg_ts")))
+    if stores_too:
+        state = encode_objects(state_builder(step), None, step.store, True)
+        frame = frame.withColumn("pv", state(F.when(last, F.col("agg"))))
+        kinds.append((last, store_columns(step.store, False, "pk", "pv")))
+        if finish is not None and finish.store is not None:
+            finished = encode_objects(result_builder(step, True), None, finish.store, True)
+            frame = frame.withColumn("fv", finished(F.when(last, F.col("agg"))))
+            kinds.append((last, store_columns(finish.store, False, "pk", "fv")))
+    return [rows_of(frame, kinds)] if kinds else []
+
+
 def _store_entries(
     ctx: StageContext, step: Aggregate, finish: Finish | None, updates: Any, sent: Any
 ) -> list[Any]:
-    """The aggregation's store at the end of the input, and the finished table's (what it was sent) if any."""
+    """A windowed aggregation's store at the end of the input, and the finished table's (what it was sent)."""
     from pyspark.sql import functions as F
 
     plan = ctx.plan
     state = encode_objects(state_builder(step), None, step.store, True)
-    if step.windows is None:
-        kept = updates.where(F.col("final"))
-    else:
-        kept = store_visible(updates, step)
-    result = [store_rows(kept.withColumn("pv", state(F.col("agg"))), step.store, step.windows is not None)]
+    kept = store_visible(updates, step)
+    result = [store_rows(kept.withColumn("pv", state(F.col("agg"))), step.store, True)]
     if finish is not None and finish.store is not None:
         finished = sent.where(F.col("final")).withColumn(
             "pv", encode_objects(result_builder(step, True), None, finish.store, True)(F.col("agg"))
         )
-        if step.windows is not None:
-            windowed = recode_windowed_keys(plan.key_serde, None, (ctx.source_topic, ""), 1, None, True)
-            finished = finished.withColumn("pk", windowed(F.col("key"), F.col("start"), F.col("end")))
+        windowed = recode_windowed_keys(plan.key_serde, None, (ctx.source_topic, ""), 1, None, True)
+        finished = finished.withColumn("pk", windowed(F.col("key"), F.col("start"), F.col("end")))
         result.append(store_rows(finished, finish.store, False))
     return result

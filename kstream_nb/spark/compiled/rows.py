@@ -20,30 +20,54 @@ def out_rows(out: Any, topic: str, partitions: int, seq: Any, ts: str, null_keys
     if null_keys:
         in_order = Window.partitionBy("partition", F.col("k.bytes").isNull()).orderBy(seq)
         partition = F.coalesce(partition, ((F.row_number().over(in_order) - 1) % partitions).cast("int"))
-    return out.select(
+    return out.select(*out_columns(topic, partition, seq, ts))
+
+
+def out_columns(topic: str, partition: Any, seq: Any, ts: str) -> list[Any]:
+    """The columns of a sink row (see ``out_rows``), its topic partition given."""
+    from pyspark.sql import functions as F
+
+    return [
         F.lit("out").alias("kind"), F.lit(topic).alias("topic"), partition.alias("partition"),
         F.col("partition").cast("int").alias("task"), seq.cast("long").alias("seq"),
         F.col(ts).cast("long").alias("ts"), F.col("k.bytes").alias("key"), F.col("val.bytes").alias("value"),
         F.coalesce(F.col("headers"), F.array().cast(HEADERS)).alias("headers"),
         F.col("k.text").alias("key_text"), F.col("val.text").alias("value_text"),
         F.lit(None).cast("long").alias("start"), F.lit(None).cast("long").alias("end"),
-    )  # fmt: skip
+    ]  # fmt: skip
 
 
 def store_rows(entries: Any, name: str, windowed: bool) -> Any:
     """Store rows from ``pk`` (pickled key, text) and ``pv`` (pickled value, text); ``windowed``: a window
     store's, with the window's ``start``/``end``."""
+    return entries.select(*store_columns(name, windowed, "pk", "pv"))
+
+
+def store_columns(name: str, windowed: bool, key: str, value: str) -> list[Any]:
+    """The columns of a store row (see ``store_rows``) from the ``key`` and ``value`` struct columns."""
     from pyspark.sql import functions as F
 
     start = F.col("start") if windowed else F.lit(None)
     end = F.col("end") if windowed else F.lit(None)
-    return entries.select(
-        F.lit("store").alias("kind"), F.lit(name).alias("topic"), F.col("partition").cast("int"),
-        F.col("partition").cast("int").alias("task"), F.lit(None).cast("long").alias("seq"),
-        F.lit(None).cast("long").alias("ts"), F.col("pk.bytes").alias("key"), F.col("pv.bytes").alias("value"),
-        F.lit(None).cast(HEADERS).alias("headers"), F.col("pk.text").alias("key_text"),
-        F.col("pv.text").alias("value_text"), start.cast("long").alias("start"), end.cast("long").alias("end"),
-    )  # fmt: skip
+    return [
+        F.lit("store").alias("kind"), F.lit(name).alias("topic"),
+        F.col("partition").cast("int").alias("partition"), F.col("partition").cast("int").alias("task"),
+        F.lit(None).cast("long").alias("seq"),
+        F.lit(None).cast("long").alias("ts"), F.col(f"{key}.bytes").alias("key"),
+        F.col(f"{value}.bytes").alias("value"), F.lit(None).cast(HEADERS).alias("headers"),
+        F.col(f"{key}.text").alias("key_text"), F.col(f"{value}.text").alias("value_text"),
+        start.cast("long").alias("start"), end.cast("long").alias("end"),
+    ]  # fmt: skip
+
+
+def rows_of(frame: Any, kinds: list[tuple[Any, list[Any]]]) -> Any:
+    """Several rows of ``frame``'s each row in one pass: per (condition or None, columns), a row when the
+    condition holds (``out_columns``/``store_columns``, all of one shape)."""
+    from pyspark.sql import functions as F
+
+    structs = [F.struct(*cols) if cond is None else F.when(cond, F.struct(*cols)) for cond, cols in kinds]
+    exploded = frame.select(F.explode(F.array(*structs)).alias("_row"))
+    return exploded.where(F.col("_row").isNotNull()).select("_row.*")
 
 
 def stat_rows(subtopology: int, stats: Any, drops: list[Any]) -> Any:
