@@ -83,7 +83,8 @@ def spark_session(
         "spark.python.worker.reuse": "true",
     }
     if fast_start:
-        settings["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+        # C1 only fills the code cache faster: a long session ran out of it and stopped its SparkContext
+        settings["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
     settings.update(config or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():

@@ -230,3 +230,23 @@ def test_windows_with_a_windowed_key_serde_and_null_keys(spark: Any, url: str) -
     kept = {w: n for w, n in expected.items() if w[1] > latest_start[partition_of[w[0]]] - 15_000}
     counts = compiled.stores["t"].to_pandas()
     assert dict(zip(zip(counts["key"], counts["start"]), counts["value"])) == kept
+
+
+def test_emit_on_close_store_keeps_the_window_at_the_retention_boundary(spark: Any, url: str) -> None:
+    """Emitting on close, the window store is Kafka's time-ordered one: it still shows a window whose start is
+    its stream time minus the retention (4 s windows, no grace: windows 8000 and 12000 after 9000, 12500)."""
+    ks.produce("in", [ks.Record("a", {"n": 1}, 9_000), ks.Record("a", {"n": 2}, 12_500)], bootstrap_servers=url)
+    b = ks.StreamsBuilder()
+    windows = ks.TimeWindows.of(4_000).grace(0)
+    b.stream("in").group_by_key().windowed_by(windows).emit_strategy("on_window_close").count(store="w")
+    topology = b.build()
+    with ks.TopologyTestDriver(topology) as driver:
+        feed = driver.create_input_topic("in")
+        feed.pipe_input("a", {"n": 1}, timestamp=9_000)
+        feed.pipe_input("a", {"n": 2}, timestamp=12_500)
+        live = driver.get_state_store("w").to_pandas()
+    expected = [(r.key, r.start, r.end, r.value[0]) for r in live.itertuples()]  # (count, timestamp) live
+    assert [w[1] for w in expected] == [8_000, 12_000]
+    compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
+    assert compiled.paths[0].engine == "compiled"
+    assert [tuple(r) for r in compiled.stores["w"].to_pandas().itertuples(index=False)] == expected

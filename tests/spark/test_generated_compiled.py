@@ -72,16 +72,6 @@ def _stores(cases: list[Case]) -> list[str]:
     return names
 
 
-def _known_store_difference(cases: list[Case]) -> set[str]:
-    """KNOWN BUG (reported, not ours to fix): the compiled window store of an aggregation emitting on close
-    hides the window whose start is exactly the store's stream time minus the retention, which the live
-    time-ordered store still shows (``windows.store_visible`` compares with > where the store reads >=). Its
-    outputs are compared; its window store is not until that is fixed."""
-    return {
-        name for case in cases for b in case.branches if b.emit_close for name in (b.store, f"{b.store}-agg-state")
-    }
-
-
 def _rows(frame: pd.DataFrame) -> dict[int, list[tuple[Any, ...]]]:
     """Per partition, in offset order: (key bytes, value bytes, timestamp ms)."""
     out: dict[int, list[tuple[Any, ...]]] = {}
@@ -137,21 +127,18 @@ def test_generated_cases_compile_as_the_live_run(spark: Any, url: str, seed: int
     compiled = backtest(topology, spark, bootstrap_servers=url, engine="compiled")
     replay = backtest(topology, spark, bootstrap_servers=url, engine="replay")
     assert {p.engine for p in compiled.paths} == {"compiled"}, compiled.explain()
-    skipped = _known_store_difference(cases)
     for engine, result in (("compiled", compiled), ("replay", replay)):
         for topic, expected in live.items():
             got = _backtested(result, t(topic))
             assert got == expected, f"{engine}: output {topic} differs from the live run\n{_explain(cases, topic)}"
         for name, expected_store in live_stores.items():
-            if name in skipped:
-                continue
             try:
                 _same_store(result.stores[name].to_pandas(), expected_store)
             except AssertionError as e:
                 raise AssertionError(f"{engine}: store {name}: {e}\n{_explain(cases, name)}") from None
         assert result.dropped == live_dropped, f"{engine}: dropped records\n{_explain(cases)}"
     assert set(compiled.stores) == set(replay.stores)
-    for name in set(compiled.stores) - skipped:
+    for name in set(compiled.stores):
         try:
             _same_store(compiled.stores[name].to_pandas(), replay.stores[name].to_pandas())
         except AssertionError as e:

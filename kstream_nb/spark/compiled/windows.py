@@ -49,13 +49,15 @@ def assign_windows(frame: Any, step: Aggregate) -> Any:
 
 def store_visible(updates: Any, step: Aggregate) -> Any:
     """The last update of every window the store still shows at the end: ``start >`` its stream time (the
-    task's latest window start put) minus the retention."""
+    task's latest window start put) minus the retention (``>=`` for the time-ordered store of emit on close)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     task = Window.partitionBy("partition")
     final = updates.withColumn("_store_time", F.max("start").over(task)).where(F.col("final"))
-    return final.where(F.col("start") > F.col("_store_time") - step.retention_ms).drop("_store_time")
+    low = F.col("_store_time") - step.retention_ms  # emitting on close, the time-ordered store reads >= low
+    visible = F.col("start") >= low if step.emit_final else F.col("start") > low
+    return final.where(visible).drop("_store_time")
 
 
 def closed_windows(updates: Any, records: Any, step: Aggregate) -> Any:
