@@ -31,22 +31,14 @@ from kstream_nb.examples import seed_orders
 from kstream_nb.spark import backtest
 from kstream_nb.spark.result import BacktestResult
 from tests.spark.clusters import Cluster
+from tests.spark.compiled_helpers import live_run
 
 
 def _live(
     cluster: Cluster, topology: ks.Topology, phases: list[Callable[[], None]], outputs: list[str],
     stores: list[str], threads: int = 1,
 ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame], int]:  # fmt: skip
-    app = cluster.app(topology, threads)
-    try:
-        app.start().wait_until_running(60)
-        for phase in phases:
-            phase()
-            app.wait_until_idle(timeout=60)
-        final = {name: app.store(name).to_pandas() for name in stores}
-        dropped = int(app.metrics()["dropped-records-total"])
-    finally:
-        app.stop()
+    final, dropped = live_run(cluster.app(topology, threads), phases, stores)
     return {t: cluster.read(t) for t in outputs}, final, dropped
 
 
